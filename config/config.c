@@ -1,0 +1,497 @@
+/* config.c: turns uvmchunk.conf and UVMCHUNK_<KEY> environment overrides into struct uvmc_config.
+ * Owns the key table, the value syntax (sizes, booleans, enums) and the one-line diagnostics. */
+#include "uvmc_config.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define UVMC_LINE_MAX 4095u          /* longest accepted line, without its line ending */
+#define UVMC_SHOWN_VALUE_MAX 80      /* a bad value is quoted up to this many characters */
+#define UVMC_CHUNK_MIN ((size_t)4096)
+#define UVMC_CHUNK_MAX ((size_t)1 << 40)
+#define UVMC_ENV_PREFIX "UVMCHUNK_"
+#define UVMC_ENV_CONFIG "UVMCHUNK_CONFIG"
+#define UVMC_SYSTEM_CONFIG "/etc/uvmchunk.conf"
+
+enum uvmc_key_kind { UVMC_KEY_BOOL, UVMC_KEY_SIZE, UVMC_KEY_DEPTH, UVMC_KEY_PREFETCH, UVMC_KEY_LOG_LEVEL };
+
+enum uvmc_key_id {
+    UVMC_K_ENABLED,
+    UVMC_K_THRESHOLD,
+    UVMC_K_CHUNK_SIZE,
+    UVMC_K_DEPTH,
+    UVMC_K_PREFETCH,
+    UVMC_K_LOG_LEVEL,
+    UVMC_K_STATS,
+};
+
+struct uvmc_key {
+    const char *name;
+    enum uvmc_key_id id;
+    enum uvmc_key_kind kind;
+    const char *hint; /* appended to a bad-value message, "" for none */
+};
+
+static const struct uvmc_key uvmc_keys[] = {
+    {"enabled", UVMC_K_ENABLED, UVMC_KEY_BOOL, " (on|off)"},
+    {"threshold", UVMC_K_THRESHOLD, UVMC_KEY_SIZE, ""},
+    {"chunk_size", UVMC_K_CHUNK_SIZE, UVMC_KEY_SIZE, " (4KiB..1TiB)"},
+    {"depth", UVMC_K_DEPTH, UVMC_KEY_DEPTH, " (1..64)"},
+    {"prefetch", UVMC_K_PREFETCH, UVMC_KEY_PREFETCH, " (none|host|device)"},
+    {"log_level", UVMC_K_LOG_LEVEL, UVMC_KEY_LOG_LEVEL, " (error|warn|info|debug)"},
+    {"stats", UVMC_K_STATS, UVMC_KEY_BOOL, " (on|off)"},
+};
+
+static const char *const uvmc_prefetch_names[] = {"none", "host", "device"};
+static const char *const uvmc_log_level_names[] = {"error", "warn", "info", "debug"};
+
+/* ---- diagnostics ---------------------------------------------------------------------------- */
+
+__attribute__((format(printf, 3, 4))) static void uvmc_diagf(uvmc_diag_fn diag, void *ctx,
+                                                              const char *fmt, ...)
+{
+    if (diag == NULL)
+        return;
+    char small[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(small, sizeof small, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    if ((size_t)n < sizeof small) {
+        diag(ctx, small);
+        return;
+    }
+    char *big = malloc((size_t)n + 1);
+    if (big == NULL) {
+        diag(ctx, small); /* truncated, but still one line */
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(big, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    diag(ctx, big);
+    free(big);
+}
+
+/* Writes a size as "256MiB" when a unit divides it exactly, else as plain bytes. */
+static void uvmc_format_size(size_t v, char *buf, size_t len)
+{
+    static const char *const units[] = {"TiB", "GiB", "MiB", "KiB"};
+    static const unsigned shifts[] = {40, 30, 20, 10};
+    if (v != 0) {
+        for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+            if (shifts[i] >= sizeof(size_t) * 8)
+                continue;
+            size_t unit = (size_t)1 << shifts[i];
+            if (v % unit == 0) {
+                snprintf(buf, len, "%zu%s", v / unit, units[i]);
+                return;
+            }
+        }
+    }
+    snprintf(buf, len, "%zu", v);
+}
+
+static void uvmc_format_current(const struct uvmc_config *cfg, enum uvmc_key_id id, char *buf, size_t len)
+{
+    switch (id) {
+    case UVMC_K_ENABLED:
+        snprintf(buf, len, "%s", cfg->enabled ? "on" : "off");
+        break;
+    case UVMC_K_STATS:
+        snprintf(buf, len, "%s", cfg->stats ? "on" : "off");
+        break;
+    case UVMC_K_THRESHOLD:
+        uvmc_format_size(cfg->threshold, buf, len);
+        break;
+    case UVMC_K_CHUNK_SIZE:
+        uvmc_format_size(cfg->chunk_size, buf, len);
+        break;
+    case UVMC_K_DEPTH:
+        snprintf(buf, len, "%u", cfg->depth);
+        break;
+    case UVMC_K_PREFETCH:
+        snprintf(buf, len, "%s",
+                 (unsigned)cfg->prefetch < 3 ? uvmc_prefetch_names[cfg->prefetch] : "?");
+        break;
+    case UVMC_K_LOG_LEVEL:
+        snprintf(buf, len, "%s",
+                 (unsigned)cfg->log_level < 4 ? uvmc_log_level_names[cfg->log_level] : "?");
+        break;
+    }
+}
+
+/* ---- value syntax (all on a counted, already trimmed string) -------------------------------- */
+
+static bool uvmc_is_blank(char c)
+{
+    return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\v' || c == '\f';
+}
+
+static bool uvmc_word_eq(const char *s, size_t n, const char *word)
+{
+    return strlen(word) == n && strncasecmp(s, word, n) == 0;
+}
+
+static bool uvmc_parse_size_n(const char *s, size_t n, size_t *out)
+{
+    size_t i = 0, v = 0;
+    if (n == 0 || s[0] < '0' || s[0] > '9')
+        return false;
+    while (i < n && s[i] >= '0' && s[i] <= '9') {
+        size_t d = (size_t)(s[i] - '0');
+        if (v > (SIZE_MAX - d) / 10)
+            return false;
+        v = v * 10 + d;
+        i++;
+    }
+    if (i == n) {
+        *out = v;
+        return true;
+    }
+    while (i < n && (s[i] == ' ' || s[i] == '\t'))
+        i++;
+    if (i == n)
+        return false; /* blanks but no unit */
+    unsigned shift;
+    switch (s[i]) {
+    case 'k': case 'K': shift = 10; break;
+    case 'm': case 'M': shift = 20; break;
+    case 'g': case 'G': shift = 30; break;
+    case 't': case 'T': shift = 40; break;
+    default: return false;
+    }
+    const char *suffix = s + i + 1;
+    size_t sn = n - i - 1;
+    if (!(sn == 0 || uvmc_word_eq(suffix, sn, "b") || uvmc_word_eq(suffix, sn, "ib")))
+        return false;
+    if (shift >= sizeof(size_t) * 8) {
+        if (v != 0)
+            return false;
+    } else if (v > (SIZE_MAX >> shift)) {
+        return false;
+    } else {
+        v <<= shift;
+    }
+    *out = v;
+    return true;
+}
+
+bool uvmc_parse_size(const char *text, size_t *out)
+{
+    size_t v;
+    if (text == NULL || out == NULL || !uvmc_parse_size_n(text, strlen(text), &v))
+        return false;
+    *out = v;
+    return true;
+}
+
+static bool uvmc_parse_bool_n(const char *s, size_t n, bool *out)
+{
+    static const char *const yes[] = {"on", "true", "yes", "1"};
+    static const char *const no[] = {"off", "false", "no", "0"};
+    for (size_t i = 0; i < 4; i++) {
+        if (uvmc_word_eq(s, n, yes[i])) {
+            *out = true;
+            return true;
+        }
+        if (uvmc_word_eq(s, n, no[i])) {
+            *out = false;
+            return true;
+        }
+    }
+    return false;
+}
+
+static bool uvmc_parse_depth_n(const char *s, size_t n, unsigned *out)
+{
+    unsigned v = 0;
+    if (n == 0)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return false;
+        v = v * 10 + (unsigned)(s[i] - '0');
+        if (v > UVMC_DEPTH_MAX)
+            return false;
+    }
+    if (v < 1)
+        return false;
+    *out = v;
+    return true;
+}
+
+static bool uvmc_parse_name_n(const char *s, size_t n, const char *const *names, size_t count,
+                              unsigned *out)
+{
+    for (size_t i = 0; i < count; i++) {
+        if (uvmc_word_eq(s, n, names[i])) {
+            *out = (unsigned)i;
+            return true;
+        }
+    }
+    return false;
+}
+
+static const struct uvmc_key *uvmc_find_key(const char *name)
+{
+    for (size_t i = 0; i < sizeof uvmc_keys / sizeof uvmc_keys[0]; i++)
+        if (strcmp(uvmc_keys[i].name, name) == 0)
+            return &uvmc_keys[i];
+    return NULL;
+}
+
+/* ---- public API ----------------------------------------------------------------------------- */
+
+void uvmc_config_defaults(struct uvmc_config *cfg)
+{
+    if (cfg == NULL)
+        return;
+    cfg->enabled = true;
+    cfg->threshold = UVMC_DEFAULT_THRESHOLD;
+    cfg->chunk_size = UVMC_DEFAULT_CHUNK_SIZE;
+    cfg->depth = UVMC_DEFAULT_DEPTH;
+    cfg->prefetch = UVMC_PREFETCH_NONE;
+    cfg->log_level = UVMC_LOG_WARN;
+    cfg->stats = false;
+}
+
+bool uvmc_config_set(struct uvmc_config *cfg, const char *key, const char *value, const char *where,
+                     uvmc_diag_fn diag, void *ctx)
+{
+    if (cfg == NULL || key == NULL || value == NULL)
+        return false;
+    if (where == NULL)
+        where = "config";
+
+    const struct uvmc_key *k = uvmc_find_key(key);
+    if (k == NULL) {
+        uvmc_diagf(diag, ctx, "%s: unknown key '%.*s%s' (ignored)", where, UVMC_SHOWN_VALUE_MAX, key,
+                   strlen(key) > UVMC_SHOWN_VALUE_MAX ? "..." : "");
+        return false;
+    }
+
+    /* Trim the value. */
+    const char *s = value;
+    size_t n = strlen(s);
+    while (n > 0 && uvmc_is_blank(*s)) {
+        s++;
+        n--;
+    }
+    while (n > 0 && uvmc_is_blank(s[n - 1]))
+        n--;
+
+    bool ok = false, b = false;
+    size_t sz = 0;
+    unsigned u = 0;
+    switch (k->kind) {
+    case UVMC_KEY_BOOL:
+        ok = uvmc_parse_bool_n(s, n, &b);
+        break;
+    case UVMC_KEY_SIZE:
+        ok = uvmc_parse_size_n(s, n, &sz);
+        if (ok && k->id == UVMC_K_THRESHOLD)
+            ok = sz >= 1;
+        if (ok && k->id == UVMC_K_CHUNK_SIZE)
+            ok = sz >= UVMC_CHUNK_MIN && sz <= UVMC_CHUNK_MAX;
+        break;
+    case UVMC_KEY_DEPTH:
+        ok = uvmc_parse_depth_n(s, n, &u);
+        break;
+    case UVMC_KEY_PREFETCH:
+        ok = uvmc_parse_name_n(s, n, uvmc_prefetch_names, 3, &u);
+        break;
+    case UVMC_KEY_LOG_LEVEL:
+        ok = uvmc_parse_name_n(s, n, uvmc_log_level_names, 4, &u);
+        break;
+    }
+
+    if (!ok) {
+        char kept[64];
+        uvmc_format_current(cfg, k->id, kept, sizeof kept);
+        int shown = n > UVMC_SHOWN_VALUE_MAX ? UVMC_SHOWN_VALUE_MAX : (int)n;
+        uvmc_diagf(diag, ctx, "%s: bad value '%.*s%s' for %s%s; keeping %s", where, shown, s,
+                   n > UVMC_SHOWN_VALUE_MAX ? "..." : "", k->name, k->hint, kept);
+        return false;
+    }
+
+    switch (k->id) {
+    case UVMC_K_ENABLED: cfg->enabled = b; break;
+    case UVMC_K_STATS: cfg->stats = b; break;
+    case UVMC_K_THRESHOLD: cfg->threshold = sz; break;
+    case UVMC_K_CHUNK_SIZE: cfg->chunk_size = sz; break;
+    case UVMC_K_DEPTH: cfg->depth = u; break;
+    case UVMC_K_PREFETCH: cfg->prefetch = (enum uvmc_prefetch)u; break;
+    case UVMC_K_LOG_LEVEL: cfg->log_level = (enum uvmc_log_level)u; break;
+    }
+    return true;
+}
+
+/* Handles one line (line ending already removed; NUL-terminated at len, may be modified). */
+static void uvmc_parse_line(struct uvmc_config *cfg, char *line, size_t len, const char *where,
+                            uvmc_diag_fn diag, void *ctx)
+{
+    if (memchr(line, '\0', len) != NULL) {
+        uvmc_diagf(diag, ctx, "%s: expected 'key = value'", where);
+        return;
+    }
+    char *hash = strchr(line, '#');
+    if (hash != NULL)
+        *hash = '\0';
+
+    char *start = line;
+    while (uvmc_is_blank(*start))
+        start++;
+    if (*start == '\0')
+        return; /* blank or comment-only line */
+
+    char *eq = strchr(start, '=');
+    if (eq == NULL) {
+        uvmc_diagf(diag, ctx, "%s: expected 'key = value'", where);
+        return;
+    }
+    char *key_end = eq;
+    while (key_end > start && uvmc_is_blank(key_end[-1]))
+        key_end--;
+    if (key_end == start) {
+        uvmc_diagf(diag, ctx, "%s: expected 'key = value'", where);
+        return;
+    }
+    *key_end = '\0';
+    uvmc_config_set(cfg, start, eq + 1, where, diag, ctx); /* set trims the value */
+}
+
+static bool uvmc_parse_file_impl(struct uvmc_config *cfg, const char *path, bool quiet_if_absent,
+                                 uvmc_diag_fn diag, void *ctx)
+{
+    FILE *f = fopen(path, "re");
+    if (f == NULL) {
+        int err = errno;
+        if (!(quiet_if_absent && err == ENOENT))
+            uvmc_diagf(diag, ctx, "cannot open config %s: %s", path, strerror(err));
+        return false;
+    }
+
+    size_t where_len = strlen(path) + 32;
+    char *where = malloc(where_len);
+    char *line = NULL;
+    size_t cap = 0;
+    unsigned long lineno = 0;
+    ssize_t got;
+    bool ok = true;
+
+    if (where == NULL) {
+        uvmc_diagf(diag, ctx, "cannot read config %s: %s", path, strerror(ENOMEM));
+        fclose(f);
+        return false;
+    }
+    errno = 0;
+    while ((got = getline(&line, &cap, f)) != -1) {
+        size_t len = (size_t)got;
+        lineno++;
+        snprintf(where, where_len, "%s:%lu", path, lineno);
+        if (len > 0 && line[len - 1] == '\n')
+            line[--len] = '\0';
+        if (len > 0 && line[len - 1] == '\r')
+            line[--len] = '\0';
+        if (len > UVMC_LINE_MAX) {
+            uvmc_diagf(diag, ctx, "%s: line too long (%zu characters, at most %u; skipped)", where, len,
+                       UVMC_LINE_MAX);
+            continue;
+        }
+        uvmc_parse_line(cfg, line, len, where, diag, ctx);
+    }
+    if (ferror(f)) {
+        uvmc_diagf(diag, ctx, "cannot read config %s: %s", path, strerror(errno ? errno : EIO));
+        ok = false;
+    }
+    free(line);
+    free(where);
+    fclose(f);
+    return ok;
+}
+
+bool uvmc_config_parse_file(struct uvmc_config *cfg, const char *path, uvmc_diag_fn diag, void *ctx)
+{
+    if (cfg == NULL || path == NULL)
+        return false;
+    return uvmc_parse_file_impl(cfg, path, false, diag, ctx);
+}
+
+/* Applies one UVMCHUNK_<KEY>=value entry; `entry` is the whole "NAME=value" string. */
+static void uvmc_apply_env(struct uvmc_config *cfg, const char *entry, uvmc_diag_fn diag, void *ctx)
+{
+    const char *eq = strchr(entry, '=');
+    if (eq == NULL)
+        return;
+    size_t name_len = (size_t)(eq - entry);
+    const char *suffix = entry + strlen(UVMC_ENV_PREFIX);
+    size_t suffix_len = name_len - strlen(UVMC_ENV_PREFIX);
+
+    /* Names are "UVMCHUNK_" + the key uppercased; anything else keeps its spelling and is unknown. */
+    char key[64], where[64 + sizeof UVMC_ENV_PREFIX];
+    bool upper = true;
+    for (size_t i = 0; i < suffix_len; i++)
+        if (suffix[i] >= 'a' && suffix[i] <= 'z')
+            upper = false;
+    if (!upper || suffix_len >= sizeof key) {
+        int shown = suffix_len > UVMC_SHOWN_VALUE_MAX ? UVMC_SHOWN_VALUE_MAX : (int)suffix_len;
+        uvmc_diagf(diag, ctx, "%.*s%s: unknown key '%.*s%s' (ignored)", (int)strlen(UVMC_ENV_PREFIX) + shown,
+                   entry, shown < (int)suffix_len ? "..." : "", shown, suffix,
+                   shown < (int)suffix_len ? "..." : "");
+        return;
+    }
+    for (size_t i = 0; i < suffix_len; i++) {
+        char c = suffix[i];
+        key[i] = (c >= 'A' && c <= 'Z') ? (char)(c - 'A' + 'a') : c;
+    }
+    key[suffix_len] = '\0';
+    memcpy(where, entry, name_len);
+    where[name_len] = '\0';
+    uvmc_config_set(cfg, key, eq + 1, where, diag, ctx); /* reports an unknown key itself */
+}
+
+static bool uvmc_is_env_config(const char *entry)
+{
+    size_t n = strlen(UVMC_ENV_CONFIG);
+    return strncmp(entry, UVMC_ENV_CONFIG, n) == 0 && entry[n] == '=';
+}
+
+void uvmc_config_load(struct uvmc_config *cfg, char *const *envp, uvmc_diag_fn diag, void *ctx)
+{
+    if (cfg == NULL)
+        return;
+    uvmc_config_defaults(cfg);
+
+    const char *explicit_path = NULL;
+    if (envp != NULL) {
+        for (char *const *e = envp; *e != NULL; e++) {
+            if (uvmc_is_env_config(*e)) {
+                explicit_path = *e + strlen(UVMC_ENV_CONFIG) + 1;
+                break;
+            }
+        }
+    }
+
+    if (explicit_path != NULL) {
+        if (explicit_path[0] != '\0') /* UVMCHUNK_CONFIG= (empty) reads no file at all */
+            uvmc_parse_file_impl(cfg, explicit_path, false, diag, ctx);
+    } else {
+        uvmc_parse_file_impl(cfg, UVMC_SYSTEM_CONFIG, true, diag, ctx);
+    }
+
+    if (envp == NULL)
+        return;
+    for (char *const *e = envp; *e != NULL; e++) {
+        if (strncmp(*e, UVMC_ENV_PREFIX, strlen(UVMC_ENV_PREFIX)) != 0 || uvmc_is_env_config(*e))
+            continue;
+        uvmc_apply_env(cfg, *e, diag, ctx);
+    }
+}

@@ -1,0 +1,53 @@
+/* uvmc_config.h: the immutable configuration of libuvmchunk and its parser.
+ * Read once at first use (file, then UVMCHUNK_<KEY> environment overrides); never on a hot path. */
+#ifndef UVMC_CONFIG_H
+#define UVMC_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+enum uvmc_prefetch { UVMC_PREFETCH_NONE = 0, UVMC_PREFETCH_HOST, UVMC_PREFETCH_DEVICE };
+enum uvmc_log_level { UVMC_LOG_ERROR = 0, UVMC_LOG_WARN, UVMC_LOG_INFO, UVMC_LOG_DEBUG };
+
+struct uvmc_config {
+    bool enabled;                 /* false: every call passes through */
+    size_t threshold;             /* bytes; copies of at least this size are classified */
+    size_t chunk_size;            /* bytes per block of a split copy */
+    unsigned depth;               /* blocks in flight at most, 1..64 */
+    enum uvmc_prefetch prefetch;  /* where blocks ahead are prefetched */
+    enum uvmc_log_level log_level;
+    bool stats;                   /* print one summary line at exit */
+};
+
+/* Built-in defaults (see config/uvmchunk.conf for the reasoning). */
+#define UVMC_DEFAULT_THRESHOLD ((size_t)256 << 20)
+#define UVMC_DEFAULT_CHUNK_SIZE ((size_t)64 << 20)
+#define UVMC_DEFAULT_DEPTH 4u
+#define UVMC_DEPTH_MAX 64u
+
+/* Receives one diagnostic line (no trailing newline, no "uvmchunk: " prefix). */
+typedef void (*uvmc_diag_fn)(void *ctx, const char *line);
+
+void uvmc_config_defaults(struct uvmc_config *cfg);
+
+/* Parses a size: decimal digits, optional unit K/KB/KiB/M/MB/MiB/G/GB/GiB/T/TB/TiB (case-insensitive,
+ * all powers of 1024, optional blanks before the unit). Returns false on anything else or overflow. */
+bool uvmc_parse_size(const char *text, size_t *out);
+
+/* Applies one key/value pair. `where` names the origin for messages ("FILE:LINE" or the environment
+ * variable name). On an unknown key or bad value, reports one line through diag naming the key and
+ * the value kept, leaves cfg unchanged and returns false. */
+bool uvmc_config_set(struct uvmc_config *cfg, const char *key, const char *value, const char *where,
+                     uvmc_diag_fn diag, void *ctx);
+
+/* Reads `key = value` lines from path ('#' starts a comment, blank lines ignored, blanks around key
+ * and value trimmed). Returns false (with one diagnostic) when the file cannot be opened; bad lines
+ * are reported and skipped. */
+bool uvmc_config_parse_file(struct uvmc_config *cfg, const char *path, uvmc_diag_fn diag, void *ctx);
+
+/* The whole load: defaults, then $UVMCHUNK_CONFIG if set (a missing file is reported) else
+ * /etc/uvmchunk.conf if present (silently skipped when absent), then each UVMCHUNK_<KEY> found in
+ * envp (NULL-terminated "NAME=value" array, as environ). */
+void uvmc_config_load(struct uvmc_config *cfg, char *const *envp, uvmc_diag_fn diag, void *ctx);
+
+#endif

@@ -1,0 +1,124 @@
+/* engine.c: runs one classified copy as consecutive blocks of chunk_size bytes on the caller's
+ * stream, at most `depth` in flight, with stream-ordered prefetch of the blocks ahead. */
+#include <stdint.h>
+
+#include "uvmc.h"
+
+static bool uvmc_per_thread(enum uvmc_entry e)
+{
+    return e == UVMC_EP_SYNC_PTDS || e == UVMC_EP_ASYNC_PTSZ;
+}
+
+cudaError_t uvmc_passthrough(const struct uvmc_copy *c)
+{
+    switch (c->entry) {
+    case UVMC_EP_SYNC:
+        return uvmc_real.cudaMemcpy(c->dst, c->src, c->count, c->kind);
+    case UVMC_EP_SYNC_PTDS:
+        return uvmc_real.cudaMemcpy_ptds(c->dst, c->src, c->count, c->kind);
+    case UVMC_EP_ASYNC:
+        return uvmc_real.cudaMemcpyAsync(c->dst, c->src, c->count, c->kind, c->stream);
+    case UVMC_EP_ASYNC_PTSZ:
+        return uvmc_real.cudaMemcpyAsync_ptsz(c->dst, c->src, c->count, c->kind, c->stream);
+    }
+    return cudaErrorInvalidValue; /* unreachable: every entry is handled above */
+}
+
+/* A stream-ordered prefetch of block j. A hint: its failure is counted, never returned. */
+static void uvmc_prefetch_block(const struct uvmc_copy *c, size_t j, size_t nblocks)
+{
+    if (uvmc_cfg.prefetch == UVMC_PREFETCH_NONE || j >= nblocks || !uvmc_drv.cuMemPrefetchAsync)
+        return;
+    size_t off = j * uvmc_cfg.chunk_size;
+    size_t len = c->count - off < uvmc_cfg.chunk_size ? c->count - off : uvmc_cfg.chunk_size;
+    CUmemLocation loc = {.type = CU_MEM_LOCATION_TYPE_HOST, .id = 0};
+    if (uvmc_cfg.prefetch == UVMC_PREFETCH_DEVICE) {
+        loc.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        loc.id = c->device;
+    }
+    CUresult r = uvmc_drv.cuMemPrefetchAsync((CUdeviceptr)(uintptr_t)c->src + off, len, loc, 0, c->hstream);
+    if (r != CUDA_SUCCESS) {
+        atomic_fetch_add_explicit(&uvmc_stats.hint_failures, 1, memory_order_relaxed);
+        uvmc_log(UVMC_LOG_DEBUG, "prefetch of %zu bytes at %p failed (CUresult %d); copy goes on", len,
+                 (const void *)((const char *)c->src + off), (int)r);
+    }
+}
+
+cudaError_t uvmc_engine_copy(const struct uvmc_copy *c, bool *fallback)
+{
+    const size_t chunk = uvmc_cfg.chunk_size;
+    const size_t nblocks = c->count / chunk + (c->count % chunk != 0);
+    const unsigned slots = uvmc_cfg.depth < nblocks ? uvmc_cfg.depth : (unsigned)nblocks;
+    const bool sync = c->entry == UVMC_EP_SYNC || c->entry == UVMC_EP_SYNC_PTDS;
+    /* Blocks go through the asynchronous form of the caller's entry point; stream 0 keeps the
+     * meaning it had there (legacy, or per-thread for _ptds/_ptsz). */
+    __typeof__(uvmc_real.cudaMemcpyAsync) copy =
+        uvmc_per_thread(c->entry) ? uvmc_real.cudaMemcpyAsync_ptsz : uvmc_real.cudaMemcpyAsync;
+    if (!copy || !uvmc_real.cudaEventSynchronize || !uvmc_real.cudaStreamSynchronize) {
+        *fallback = true;
+        return cudaSuccess;
+    }
+
+    /* One event per slot bounds the blocks in flight. Created through the driver so a failure
+     * leaves no last error behind; the caller then gets the unsplit call. */
+    CUevent ev[UVMC_DEPTH_MAX];
+    bool recorded[UVMC_DEPTH_MAX] = {false};
+    for (unsigned s = 0; s < slots; s++) {
+        if (uvmc_drv.cuEventCreate(&ev[s], CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) {
+            while (s--)
+                uvmc_drv.cuEventDestroy(ev[s]);
+            *fallback = true;
+            return cudaSuccess;
+        }
+    }
+
+    unsigned long long t0 = uvmc_now_ns();
+    for (size_t j = 0; j < slots; j++)
+        uvmc_prefetch_block(c, j, nblocks);
+
+    cudaError_t rc = cudaSuccess;
+    size_t issued = 0;
+    for (size_t i = 0; i < nblocks; i++) {
+        unsigned slot = (unsigned)(i % slots);
+        if (recorded[slot]) {
+            /* Waits for block i - slots. The runtime reports an earlier block's failure here,
+             * with its last error, as it would for the unsplit call. */
+            recorded[slot] = false;
+            rc = uvmc_real.cudaEventSynchronize((cudaEvent_t)ev[slot]);
+            if (rc != cudaSuccess)
+                break;
+        }
+        if (i > 0)
+            uvmc_prefetch_block(c, i + slots - 1, nblocks);
+        size_t off = i * chunk;
+        size_t len = c->count - off < chunk ? c->count - off : chunk;
+        rc = copy((char *)c->dst + off, (const char *)c->src + off, len, c->kind, c->stream);
+        if (rc != cudaSuccess)
+            break;
+        issued++;
+        /* A failed record only loosens the bound on blocks in flight; stream order still holds. */
+        recorded[slot] = uvmc_drv.cuEventRecord(ev[slot], c->hstream) == CUDA_SUCCESS;
+    }
+    if (rc == cudaSuccess && sync) {
+        unsigned last = (unsigned)((nblocks - 1) % slots);
+        rc = recorded[last] ? uvmc_real.cudaEventSynchronize((cudaEvent_t)ev[last])
+                            : uvmc_real.cudaStreamSynchronize((cudaStream_t)c->hstream);
+    }
+    /* Destroying a pending event is allowed: the driver frees it once it completes. */
+    for (unsigned s = 0; s < slots; s++)
+        uvmc_drv.cuEventDestroy(ev[s]);
+
+    unsigned long long ns = uvmc_now_ns() - t0;
+    atomic_fetch_add_explicit(&uvmc_stats.split, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&uvmc_stats.split_bytes, c->count, memory_order_relaxed);
+    atomic_fetch_add_explicit(&uvmc_stats.blocks, issued, memory_order_relaxed);
+    atomic_fetch_add_explicit(&uvmc_stats.split_ns, ns, memory_order_relaxed);
+    if (UVMC_LOG_ON(UVMC_LOG_DEBUG))
+        uvmc_log(UVMC_LOG_DEBUG,
+                 "split %s copy of %zu bytes into %zu/%zu blocks of %zu (%s destination, stream %p): "
+                 "%.3f ms, %s",
+                 sync ? "synchronous" : "asynchronous", c->count, issued, nblocks, chunk,
+                 c->dst_pinned ? "pinned" : "pageable", (void *)c->hstream, (double)ns / 1e6,
+                 rc == cudaSuccess ? "ok" : "failed");
+    return rc;
+}

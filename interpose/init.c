@@ -1,0 +1,61 @@
+/* init.c: one-time initialisation: configuration, real-function resolution, fork handlers.
+ * Runs at the first interposed call (never from a constructor), so non-CUDA processes pay nothing. */
+#include <pthread.h>
+#include <stdint.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "uvmc.h"
+
+extern char **environ;
+
+struct uvmc_config uvmc_cfg = {
+    .enabled = true,
+    .threshold = UVMC_DEFAULT_THRESHOLD,
+    .chunk_size = UVMC_DEFAULT_CHUNK_SIZE,
+    .depth = UVMC_DEFAULT_DEPTH,
+    .prefetch = UVMC_PREFETCH_NONE,
+    .log_level = UVMC_LOG_WARN,
+    .stats = false,
+};
+size_t uvmc_hot_threshold = SIZE_MAX;
+atomic_bool uvmc_initialized;
+_Thread_local unsigned uvmc_tls_busy __attribute__((tls_model("initial-exec")));
+
+static pthread_once_t uvmc_once = PTHREAD_ONCE_INIT;
+
+/* Config diagnostics are always shown: a typo that silently changes a threshold is worse. */
+static void uvmc_config_diag(void *ctx, const char *line)
+{
+    (void)ctx;
+    uvmc_log(UVMC_LOG_ERROR, "%s", line);
+}
+
+static void uvmc_do_init(void)
+{
+    struct uvmc_config cfg;
+    uvmc_config_load(&cfg, environ, uvmc_config_diag, NULL);
+    uvmc_cfg = cfg;
+    uvmc_hot_threshold = cfg.enabled ? cfg.threshold : SIZE_MAX;
+    if (!uvmc_resolve_runtime())
+        uvmc_log(UVMC_LOG_DEBUG, "CUDA runtime not found yet; resolution is retried at each call");
+    pthread_atfork(uvmc_resolve_atfork_prepare, uvmc_resolve_atfork_release,
+                   uvmc_resolve_atfork_release);
+    uvmc_log(UVMC_LOG_INFO,
+             "enabled=%d threshold=%zu chunk_size=%zu depth=%u prefetch=%d stats=%d (pid %d)",
+             cfg.enabled, cfg.threshold, cfg.chunk_size, cfg.depth, (int)cfg.prefetch, cfg.stats,
+             (int)getpid());
+    atomic_store_explicit(&uvmc_initialized, true, memory_order_release);
+}
+
+void uvmc_init_slow(void)
+{
+    pthread_once(&uvmc_once, uvmc_do_init);
+}
+
+/* Runs at exit (the library is never unloaded before that). */
+__attribute__((destructor)) static void uvmc_fini(void)
+{
+    if (atomic_load_explicit(&uvmc_initialized, memory_order_acquire) && uvmc_cfg.stats)
+        uvmc_stats_print();
+}

@@ -1,0 +1,116 @@
+/* resolve.c: finds the real CUDA functions, once and lazily, without ever loading a CUDA library.
+ * Runtime names: dlsym(RTLD_NEXT), then dlopen(RTLD_NOLOAD)+dlvsym. Driver: cuGetProcAddress. */
+#include <dlfcn.h>
+#include <pthread.h>
+
+#include "uvmc.h"
+
+struct uvmc_real uvmc_real;
+struct uvmc_driver uvmc_drv;
+
+/* Runtimes a process may have loaded, newest first; each exports its names under a version node
+ * named after its SONAME (BRIEF §2). */
+static const char *const uvmc_cudart_sonames[] = {"libcudart.so.13", "libcudart.so.12"};
+
+/* Looks a runtime name up past this library. RTLD_NEXT sees only the global scope; Python loads
+ * extensions RTLD_LOCAL, so a runtime that came with one is found by its SONAME instead. */
+static void *uvmc_resolve_runtime_name(const char *name)
+{
+    void *fn = dlsym(RTLD_NEXT, name);
+    for (size_t i = 0; !fn && i < sizeof uvmc_cudart_sonames / sizeof *uvmc_cudart_sonames; i++) {
+        void *h = dlopen(uvmc_cudart_sonames[i], RTLD_LAZY | RTLD_NOLOAD);
+        if (!h)
+            continue;
+        fn = dlvsym(h, name, uvmc_cudart_sonames[i]);
+        if (!fn)
+            fn = dlsym(h, name); /* an unversioned build of the same SONAME */
+        dlclose(h);              /* drops only the reference NOLOAD took; the runtime stays */
+    }
+    return fn;
+}
+
+static pthread_mutex_t uvmc_resolve_lock = PTHREAD_MUTEX_INITIALIZER;
+
+bool uvmc_resolve_runtime(void)
+{
+    bool all = true;
+    pthread_mutex_lock(&uvmc_resolve_lock);
+#define UVMC_RESOLVE_INTERPOSED(name, proto)                                            \
+    if (!uvmc_real.name)                                                                \
+        *(void **)&uvmc_real.name = uvmc_resolve_runtime_name(#name);                   \
+    all = all && uvmc_real.name;
+    UVMC_INTERPOSED(UVMC_RESOLVE_INTERPOSED)
+#undef UVMC_RESOLVE_INTERPOSED
+#define UVMC_RESOLVE_CALLED(name) \
+    if (!uvmc_real.name)          \
+        *(void **)&uvmc_real.name = uvmc_resolve_runtime_name(#name);
+    UVMC_RUNTIME_CALLED(UVMC_RESOLVE_CALLED)
+#undef UVMC_RESOLVE_CALLED
+    pthread_mutex_unlock(&uvmc_resolve_lock);
+    return all;
+}
+
+/* 0: not found yet (retry later), 1: ready, 2: driver present but unusable (given up). */
+static atomic_int uvmc_driver_state;
+
+typedef CUresult (*uvmc_gpa_v2_fn)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
+typedef CUresult (*uvmc_gpa_v1_fn)(const char *, void **, int, cuuint64_t);
+
+static int uvmc_driver_try(void)
+{
+    /* NOLOAD: a process without the driver must never load it because of us (BRIEF §2). */
+    void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+    if (!h)
+        return 0;
+    /* Taken from libcuda's own handle, so a cuGetProcAddress interposed in the global scope
+     * (ours included, later) is never the one used here. The handle stays open: we keep pointers. */
+    uvmc_gpa_v2_fn gpa2 = (uvmc_gpa_v2_fn)dlsym(h, "cuGetProcAddress_v2");
+    uvmc_gpa_v1_fn gpa1 = (uvmc_gpa_v1_fn)dlsym(h, "cuGetProcAddress");
+    if (!gpa2 && !gpa1) {
+        uvmc_log(UVMC_LOG_WARN, "libcuda.so.1 has no cuGetProcAddress; copies pass through unsplit");
+        return 2;
+    }
+    int state = 1;
+#define UVMC_RESOLVE_DRIVER(name, version, type, required)                                        \
+    {                                                                                             \
+        void *fn = NULL;                                                                          \
+        CUdriverProcAddressQueryResult st = CU_GET_PROC_ADDRESS_SUCCESS;                          \
+        CUresult r = gpa2 ? gpa2(#name, &fn, version, CU_GET_PROC_ADDRESS_DEFAULT, &st)           \
+                          : gpa1(#name, &fn, version, CU_GET_PROC_ADDRESS_DEFAULT);               \
+        if (r != CUDA_SUCCESS || st != CU_GET_PROC_ADDRESS_SUCCESS)                               \
+            fn = NULL;                                                                            \
+        *(void **)&uvmc_drv.name = fn;                                                            \
+        if (!fn && (required)) {                                                                  \
+            uvmc_log(UVMC_LOG_WARN, "driver has no %s (ABI %d); copies pass through unsplit",     \
+                     #name, version);                                                             \
+            state = 2;                                                                            \
+        } else if (!fn) {                                                                         \
+            uvmc_log(UVMC_LOG_INFO, "driver has no %s (ABI %d); that hint is skipped", #name,     \
+                     version);                                                                    \
+        }                                                                                         \
+    }
+    UVMC_DRIVER_CALLED(UVMC_RESOLVE_DRIVER)
+#undef UVMC_RESOLVE_DRIVER
+    return state;
+}
+
+bool uvmc_driver_ready(void)
+{
+    int state = atomic_load_explicit(&uvmc_driver_state, memory_order_acquire);
+    if (UVMC_LIKELY(state == 1))
+        return true;
+    if (state == 2)
+        return false;
+    pthread_mutex_lock(&uvmc_resolve_lock);
+    state = atomic_load_explicit(&uvmc_driver_state, memory_order_relaxed);
+    if (state == 0) {
+        state = uvmc_driver_try();
+        atomic_store_explicit(&uvmc_driver_state, state, memory_order_release);
+    }
+    pthread_mutex_unlock(&uvmc_resolve_lock);
+    return state == 1;
+}
+
+/* Held across fork() so the child never inherits it locked by a thread that does not exist there. */
+void uvmc_resolve_atfork_prepare(void) { pthread_mutex_lock(&uvmc_resolve_lock); }
+void uvmc_resolve_atfork_release(void) { pthread_mutex_unlock(&uvmc_resolve_lock); }

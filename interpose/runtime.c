@@ -1,0 +1,82 @@
+/* runtime.c: the exported CUDA runtime entry points. Each checks the size first (one comparison,
+ * no CUDA call below the threshold), then hands a large copy to classify → engine → real call. */
+#include <stdint.h>
+
+#include "uvmc.h"
+
+/* The _ptds/_ptsz names are not declared unless the whole build uses per-thread default streams;
+ * declare every interposed name with its prototype's type, so a wrapper of another type cannot
+ * build, and check it again explicitly. */
+#define UVMC_DECLARE(name, proto)                                                        \
+    extern __typeof__(proto) name UVMC_EXPORT;                                           \
+    _Static_assert(__builtin_types_compatible_p(__typeof__(&name), __typeof__(&proto)), \
+                   #name " must have the type of " #proto);
+UVMC_INTERPOSED(UVMC_DECLARE)
+#undef UVMC_DECLARE
+
+/* The runtime could not be found (loaded after us under a name we do not know). There is no real
+ * function to pass through to: say so once and fail the call the way a missing runtime would. */
+static cudaError_t uvmc_missing_runtime(const char *name)
+{
+    static atomic_bool said;
+    if (!atomic_exchange(&said, true))
+        uvmc_log(UVMC_LOG_ERROR, "cannot find the real %s in this process", name);
+    return cudaErrorSharedObjectSymbolNotFound;
+}
+
+static cudaError_t uvmc_large_copy(struct uvmc_copy *c)
+{
+    cudaError_t rc;
+    uvmc_tls_busy++;
+    if (!uvmc_classify(c)) {
+        atomic_fetch_add_explicit(&uvmc_stats.passed_large, 1, memory_order_relaxed);
+        rc = uvmc_passthrough(c);
+    } else {
+        bool fallback = false;
+        rc = uvmc_engine_copy(c, &fallback);
+        if (fallback) {
+            atomic_fetch_add_explicit(&uvmc_stats.fallbacks, 1, memory_order_relaxed);
+            uvmc_log(UVMC_LOG_WARN, "could not set up a split copy of %zu bytes; passing it through", c->count);
+            rc = uvmc_passthrough(c);
+        }
+    }
+    uvmc_tls_busy--;
+    return rc;
+}
+
+/* Shared shape of the four wrappers: init, resolve, size test, then the large-copy path.
+ * A below-threshold call is counted only when stats are on (one predictable branch otherwise). */
+#define UVMC_COPY_BODY(name, entry_, stream_, ...)                                                 \
+    uvmc_init();                                                                                   \
+    if (UVMC_UNLIKELY(!uvmc_real.name) && !uvmc_resolve_runtime() && !uvmc_real.name)             \
+        return uvmc_missing_runtime(#name);                                                        \
+    if (UVMC_LIKELY(count < uvmc_hot_threshold) || uvmc_tls_busy) {                                \
+        if (UVMC_UNLIKELY(uvmc_cfg.stats))                                                         \
+            atomic_fetch_add_explicit(&uvmc_stats.passed_small, 1, memory_order_relaxed);          \
+        return uvmc_real.name(__VA_ARGS__);                                                        \
+    }                                                                                              \
+    struct uvmc_copy c = {.dst = dst, .src = src, .count = count, .kind = kind, .stream = stream_, \
+                          .entry = entry_};                                                        \
+    return uvmc_large_copy(&c);
+
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind)
+{
+    UVMC_COPY_BODY(cudaMemcpy, UVMC_EP_SYNC, 0, dst, src, count, kind)
+}
+
+cudaError_t cudaMemcpy_ptds(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind)
+{
+    UVMC_COPY_BODY(cudaMemcpy_ptds, UVMC_EP_SYNC_PTDS, 0, dst, src, count, kind)
+}
+
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
+                            cudaStream_t stream)
+{
+    UVMC_COPY_BODY(cudaMemcpyAsync, UVMC_EP_ASYNC, stream, dst, src, count, kind, stream)
+}
+
+cudaError_t cudaMemcpyAsync_ptsz(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
+                                 cudaStream_t stream)
+{
+    UVMC_COPY_BODY(cudaMemcpyAsync_ptsz, UVMC_EP_ASYNC_PTSZ, stream, dst, src, count, kind, stream)
+}

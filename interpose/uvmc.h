@@ -1,0 +1,116 @@
+/* uvmc.h: internal declarations shared by the files of the preload library.
+ * Everything here has hidden visibility; only the wrappers in runtime.c are exported. */
+#ifndef UVMC_H
+#define UVMC_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <cuda_runtime_api.h>
+
+#include "symbols.h"
+#include "uvmc_config.h"
+
+#define UVMC_EXPORT __attribute__((visibility("default")))
+#define UVMC_LIKELY(x) __builtin_expect(!!(x), 1)
+#define UVMC_UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+/* ---- init.c: one-time initialisation and the immutable configuration ---- */
+
+/* Written once under pthread_once, read-only afterwards. */
+extern struct uvmc_config uvmc_cfg;
+/* Copies below this many bytes pass straight through: SIZE_MAX when disabled. */
+extern size_t uvmc_hot_threshold;
+
+void uvmc_init_slow(void);
+extern atomic_bool uvmc_initialized;
+static inline void uvmc_init(void)
+{
+    /* An acquire load is cheaper than pthread_once on the hot path; init_slow uses pthread_once. */
+    if (UVMC_UNLIKELY(!atomic_load_explicit(&uvmc_initialized, memory_order_acquire)))
+        uvmc_init_slow();
+}
+
+/* Re-entrancy guard: non-zero while this thread is inside the library's own copy path, so CUDA
+ * calls the library makes (or that the runtime makes beneath it) pass straight through. */
+extern _Thread_local unsigned uvmc_tls_busy __attribute__((tls_model("initial-exec")));
+
+/* ---- resolve.c: the real functions ---- */
+
+struct uvmc_real {
+#define UVMC_REAL_FIELD(name, proto) __typeof__(&proto) name;
+    UVMC_INTERPOSED(UVMC_REAL_FIELD)
+#undef UVMC_REAL_FIELD
+#define UVMC_CALLED_FIELD(name) __typeof__(&name) name;
+    UVMC_RUNTIME_CALLED(UVMC_CALLED_FIELD)
+#undef UVMC_CALLED_FIELD
+};
+extern struct uvmc_real uvmc_real;
+
+struct uvmc_driver {
+#define UVMC_DRIVER_FIELD(name, version, type, required) type name;
+    UVMC_DRIVER_CALLED(UVMC_DRIVER_FIELD)
+#undef UVMC_DRIVER_FIELD
+};
+extern struct uvmc_driver uvmc_drv;
+
+/* Resolves every runtime function still missing; returns true when all interposed ones are found.
+ * Safe to call again (a runtime loaded later is found then). */
+bool uvmc_resolve_runtime(void);
+/* True once the driver functions are usable. Never loads libcuda: while no CUDA driver is in the
+ * process there can be no managed memory, so the caller passes the copy through and asks again. */
+bool uvmc_driver_ready(void);
+void uvmc_resolve_atfork_prepare(void);
+void uvmc_resolve_atfork_release(void);
+
+/* ---- log.c ---- */
+void uvmc_log(enum uvmc_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#define UVMC_LOG_ON(level) ((level) <= uvmc_cfg.log_level)
+
+/* ---- stats.c ---- */
+struct uvmc_stats {
+    atomic_ullong split;        /* copies split into blocks */
+    atomic_ullong split_bytes;
+    atomic_ullong blocks;
+    atomic_ullong split_ns;     /* time spent inside split calls (queueing only, for async ones) */
+    atomic_ullong passed_large; /* at or above threshold but not managed-to-host: passed through */
+    atomic_ullong passed_small; /* below threshold (counted only when stats = on) */
+    atomic_ullong fallbacks;    /* split refused for lack of internal resources: passed through */
+    atomic_ullong hint_failures;
+};
+extern struct uvmc_stats uvmc_stats;
+void uvmc_stats_print(void);
+unsigned long long uvmc_now_ns(void);
+
+/* ---- classify.c / engine.c: one large copy ---- */
+
+enum uvmc_entry { UVMC_EP_SYNC, UVMC_EP_SYNC_PTDS, UVMC_EP_ASYNC, UVMC_EP_ASYNC_PTSZ };
+
+struct uvmc_copy {
+    void *dst;
+    const void *src;
+    size_t count;                 /* bytes */
+    enum cudaMemcpyKind kind;
+    cudaStream_t stream;          /* as the caller passed it (0 for the synchronous entries) */
+    enum uvmc_entry entry;
+    /* filled by classification */
+    CUstream hstream;             /* explicit handle: CU_STREAM_LEGACY / CU_STREAM_PER_THREAD for 0 */
+    bool dst_pinned;              /* destination page-locked (else pageable) */
+    CUdevice device;              /* device of the current context */
+};
+
+/* True when the copy must be split: kind, capture state, managed source range, host destination
+ * (see BRIEF §2, §3). Makes only driver calls, which never touch the runtime's last error. */
+bool uvmc_classify(struct uvmc_copy *c);
+
+/* Runs a classified copy as blocks. Returns the first failing block's error, or cudaSuccess.
+ * Sets *fallback (and queues nothing) when internal resources could not be created. */
+cudaError_t uvmc_engine_copy(const struct uvmc_copy *c, bool *fallback);
+
+/* The unmodified call, exactly as the caller made it. */
+cudaError_t uvmc_passthrough(const struct uvmc_copy *c);
+
+#endif

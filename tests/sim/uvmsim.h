@@ -1,0 +1,61 @@
+/* uvmsim.h: control and inspection API of the simulated CUDA runtime (tests only).
+ * Exported by the simulated libcuda.so.1; never by the real driver, so only tests call it. */
+#ifndef UVMSIM_H
+#define UVMSIM_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Location codes used by the prefetch/advice records (same values as CUmemLocationType). */
+enum uvmsim_loc { UVMSIM_LOC_INVALID = 0, UVMSIM_LOC_DEVICE = 1, UVMSIM_LOC_HOST = 2 };
+
+struct uvmsim_prefetch {
+    const void *ptr;       /* start of the prefetched range */
+    size_t count;          /* bytes */
+    int loc_type;          /* enum uvmsim_loc */
+    int loc_id;            /* device ordinal for UVMSIM_LOC_DEVICE */
+    void *stream;          /* stream handle as passed (0, 0x1, 0x2 or a created stream) */
+};
+
+/* Zero every counter, the prefetch log and every pending fault; allocations and streams stay. */
+void uvmsim_reset(void);
+
+/* Calls made so far to the named runtime or driver function ("cudaMemcpyAsync",
+ * "cuMemPrefetchAsync_v2", ...), counted at entry, whether or not they failed. */
+unsigned long long uvmsim_calls(const char *fn);
+
+/* Fail the nth call (1 = the next one) of the named function, counted from now, with the given
+ * error code (cudaError_t for runtime names, CUresult for driver names). The failing call does
+ * nothing else. Several faults may be pending at once. */
+void uvmsim_fail_nth(const char *fn, unsigned nth, int error);
+
+/* Bytes moved by copy operations that ran to completion (every kind, every stream). */
+unsigned long long uvmsim_bytes_copied(void);
+/* Copy operations that ran to completion. */
+unsigned long long uvmsim_copies(void);
+/* Page-locked bytes currently allocated/registered, and the peak since the last reset. */
+unsigned long long uvmsim_pinned_bytes(void);
+unsigned long long uvmsim_pinned_peak(void);
+/* Live streams and events created by the program (not counting the two default streams). */
+unsigned long long uvmsim_live_streams(void);
+unsigned long long uvmsim_live_events(void);
+
+/* Copy the prefetch log (oldest first) into out[0..max); returns how many were logged in all. */
+size_t uvmsim_prefetch_log(struct uvmsim_prefetch *out, size_t max);
+
+/* Current advice on the 2 MiB-aligned managed page holding ptr: for CU_MEM_ADVISE_SET_PREFERRED_LOCATION
+ * returns the location type (0 when unset); for CU_MEM_ADVISE_SET_ACCESSED_BY 1 when any device was
+ * set, else 0; for CU_MEM_ADVISE_SET_READ_MOSTLY 1 or 0. Returns -1 when ptr is not managed. */
+int uvmsim_advice(const void *ptr, int advice);
+
+/* Every queued operation sleeps this many microseconds before it runs (0 = none), so a test that
+ * reads a destination before synchronizing sees stale bytes. */
+void uvmsim_set_op_delay_us(unsigned us);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
