@@ -64,6 +64,7 @@ static int preloaded(void)
 
 int main(int argc, char **argv)
 {
+    setvbuf(stdout, NULL, _IOLBF, 0); /* lines reach a pipe before the library's exit summary */
     size_t size = (size_t)1 << 30;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--size") && i + 1 < argc)

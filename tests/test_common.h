@@ -1,0 +1,51 @@
+/* test_common.h: helpers shared by the tests that run under LD_PRELOAD=libuvmchunk.so on the
+ * simulated runtime: the library's configuration as the test sees it, and preload checks. */
+#ifndef UVMC_TEST_COMMON_H
+#define UVMC_TEST_COMMON_H
+
+#include <dlfcn.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "uvmc_config.h"
+
+/* The configuration the preloaded library reads, parsed from the same environment with the
+ * library's own parser, so expectations follow whatever CTest sets. */
+static struct uvmc_config test_cfg;
+
+static void test_diag(void *ctx, const char *line)
+{
+    (void)ctx;
+    fprintf(stderr, "test config: %s\n", line);
+}
+
+extern char **environ;
+
+static inline void test_load_config(void)
+{
+    uvmc_config_load(&test_cfg, environ, test_diag, NULL);
+}
+
+static inline size_t test_blocks(size_t n)
+{
+    return n / test_cfg.chunk_size + (n % test_cfg.chunk_size != 0);
+}
+
+/* True when `name` as the program sees it is defined by libuvmchunk.so: a test of the library
+ * that ran without it would prove nothing, so every suite checks this first. */
+static inline bool test_interposed(const char *name)
+{
+    void *fn = dlsym(RTLD_DEFAULT, name);
+    Dl_info info;
+    return fn && dladdr(fn, &info) && info.dli_fname && strstr(info.dli_fname, "libuvmchunk.so");
+}
+
+static inline uint8_t test_pattern(size_t i)
+{
+    return (uint8_t)((i * 2654435761u) >> 13);
+}
+
+#endif

@@ -1,0 +1,499 @@
+/* test_interpose.c: the runtime path of libuvmchunk, preloaded into this program, against the
+ * simulated libcudart (13 or 12 flavour): classification, bytes, stream order, capture, faults. */
+#include <check.h>
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+#include <pthread.h>
+
+#include "test_common.h"
+#include "uvmsim.h"
+
+/* Only declared by the headers in per-thread-default-stream builds. */
+extern __typeof__(cudaMemcpy) cudaMemcpy_ptds;
+extern __typeof__(cudaMemcpyAsync) cudaMemcpyAsync_ptsz;
+
+#define MANAGED_SIZE ((size_t)24 << 20)
+#define GUARD 64
+
+static uint8_t *managed, *managed2, *pinned, *pageable, *device;
+static size_t big; /* a size of several blocks, above the threshold */
+
+static void fill_managed(void)
+{
+    for (size_t i = 0; i < MANAGED_SIZE; i++)
+        managed[i] = test_pattern(i);
+}
+
+static void setup(void)
+{
+    uvmsim_set_op_delay_us(0);
+    ck_assert_int_eq(cudaMallocManaged((void **)&managed, MANAGED_SIZE, cudaMemAttachGlobal), cudaSuccess);
+    ck_assert_int_eq(cudaMallocManaged((void **)&managed2, MANAGED_SIZE, cudaMemAttachGlobal), cudaSuccess);
+    ck_assert_int_eq(cudaMallocHost((void **)&pinned, MANAGED_SIZE + GUARD), cudaSuccess);
+    ck_assert_int_eq(cudaMalloc((void **)&device, MANAGED_SIZE), cudaSuccess);
+    pageable = malloc(MANAGED_SIZE + GUARD);
+    ck_assert_ptr_nonnull(pageable);
+    fill_managed();
+    memset(pinned, 0xEE, MANAGED_SIZE + GUARD);
+    memset(pageable, 0xEE, MANAGED_SIZE + GUARD);
+    big = 3 * test_cfg.chunk_size + test_cfg.chunk_size / 2 + 5;
+    if (big < test_cfg.threshold)
+        big = test_cfg.threshold + 7;
+    ck_assert_uint_le(big + 4096, MANAGED_SIZE);
+    cudaGetLastError();
+    uvmsim_reset();
+}
+
+static void teardown(void)
+{
+    ck_assert_int_eq(cudaDeviceSynchronize(), cudaSuccess);
+    cudaFree(managed);
+    cudaFree(managed2);
+    cudaFree(device);
+    cudaFreeHost(pinned);
+    free(pageable);
+    ck_assert_int_eq(cudaGetLastError(), cudaSuccess);
+}
+
+/* What reached the simulated runtime during one call. */
+struct seen {
+    cudaError_t rc;
+    unsigned long long async_copies, sync_copies, queries;
+};
+
+static unsigned long long queries_now(void)
+{
+    return uvmsim_calls("cuPointerGetAttributes") + uvmsim_calls("cuPointerGetAttribute") +
+           uvmsim_calls("cuStreamIsCapturing") + uvmsim_calls("cuCtxGetCurrent") +
+           uvmsim_calls("cudaPointerGetAttributes") + uvmsim_calls("cudaStreamIsCapturing");
+}
+
+static struct seen copy_async(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, cudaStream_t s)
+{
+    unsigned long long a = uvmsim_calls("cudaMemcpyAsync"), q = queries_now();
+    struct seen r = {.rc = cudaMemcpyAsync(dst, src, n, kind, s)};
+    r.async_copies = uvmsim_calls("cudaMemcpyAsync") - a;
+    r.queries = queries_now() - q;
+    cudaStreamSynchronize(s);
+    return r;
+}
+
+static void expect_bytes(const uint8_t *dst, const uint8_t *src_managed_at, size_t n)
+{
+    size_t off = (size_t)(src_managed_at - managed);
+    for (size_t i = 0; i < n; i++)
+        if (dst[i] != test_pattern(off + i))
+            ck_abort_msg("byte %zu of %zu differs: %02x != %02x", i, n, dst[i], test_pattern(off + i));
+    ck_assert_msg(dst[n] == 0xEE, "byte after the copy was written");
+}
+
+/* ---- classification ---- */
+
+START_TEST(split_managed_base_to_pinned)
+{
+    struct seen r = copy_async(pinned, managed, big, cudaMemcpyDeviceToHost, 0);
+    ck_assert_int_eq(r.rc, cudaSuccess);
+    ck_assert_uint_eq(r.async_copies, test_blocks(big));
+    expect_bytes(pinned, managed, big);
+}
+END_TEST
+
+START_TEST(split_managed_interior_unaligned_to_pageable)
+{
+    const uint8_t *src = managed + 4096 * 3 + 13;
+    struct seen r = copy_async(pageable + 1, src, big, cudaMemcpyDefault, 0);
+    ck_assert_int_eq(r.rc, cudaSuccess);
+    ck_assert_uint_eq(r.async_copies, test_blocks(big));
+    expect_bytes(pageable + 1, src, big);
+}
+END_TEST
+
+START_TEST(split_at_threshold_and_prime_sizes)
+{
+    size_t sizes[] = {test_cfg.threshold, 10000019, 7340033, test_cfg.chunk_size * 4 + 1};
+    for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
+        size_t n = sizes[k];
+        if (n < test_cfg.threshold || n + 1 > MANAGED_SIZE)
+            continue;
+        memset(pinned, 0xEE, n + 1);
+        struct seen r = copy_async(pinned, managed + 1, n, cudaMemcpyDeviceToHost, 0);
+        ck_assert_int_eq(r.rc, cudaSuccess);
+        ck_assert_uint_eq(r.async_copies, test_blocks(n));
+        expect_bytes(pinned, managed + 1, n);
+    }
+}
+END_TEST
+
+START_TEST(below_threshold_makes_no_cuda_call)
+{
+    struct seen r = copy_async(pinned, managed, test_cfg.threshold - 1, cudaMemcpyDeviceToHost, 0);
+    ck_assert_int_eq(r.rc, cudaSuccess);
+    ck_assert_uint_eq(r.async_copies, 1);
+    ck_assert_uint_eq(r.queries, 0);
+    expect_bytes(pinned, managed, test_cfg.threshold - 1);
+}
+END_TEST
+
+START_TEST(copy_crossing_end_of_allocation_passes_through)
+{
+    /* Starts inside `managed`, ends past it: not one managed allocation, so unsplit. */
+    const uint8_t *src = managed + MANAGED_SIZE - big / 2;
+    struct seen r = copy_async(pinned, src, big, cudaMemcpyDeviceToHost, 0);
+    ck_assert_uint_eq(r.async_copies, 1);
+    cudaGetLastError();
+}
+END_TEST
+
+START_TEST(non_managed_sources_pass_through)
+{
+    const void *srcs[] = {device, pinned, pageable};
+    for (size_t k = 0; k < 3; k++) {
+        struct seen r = copy_async(pageable + MANAGED_SIZE / 2, srcs[k], big / 4 > test_cfg.threshold ? big / 4 : test_cfg.threshold,
+                                   cudaMemcpyDefault, 0);
+        ck_assert_int_eq(r.rc, cudaSuccess);
+        ck_assert_uint_eq(r.async_copies, 1);
+    }
+}
+END_TEST
+
+START_TEST(non_host_destinations_pass_through)
+{
+    void *dsts[] = {device, managed2};
+    for (size_t k = 0; k < 2; k++) {
+        struct seen r = copy_async(dsts[k], managed, big, cudaMemcpyDefault, 0);
+        ck_assert_int_eq(r.rc, cudaSuccess);
+        ck_assert_uint_eq(r.async_copies, 1);
+    }
+}
+END_TEST
+
+START_TEST(only_device_to_host_and_default_kinds_split)
+{
+    enum cudaMemcpyKind kinds[] = {cudaMemcpyHostToHost, cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost,
+                                   cudaMemcpyDeviceToDevice, cudaMemcpyDefault};
+    for (size_t k = 0; k < 5; k++) {
+        bool split = kinds[k] == cudaMemcpyDeviceToHost || kinds[k] == cudaMemcpyDefault;
+        struct seen r = copy_async(pinned, managed, big, kinds[k], 0);
+        ck_assert_uint_eq(r.async_copies, split ? test_blocks(big) : 1);
+        if (split)
+            expect_bytes(pinned, managed, big);
+        cudaGetLastError(); /* some of these kinds are invalid for these pointers: the runtime's call */
+    }
+}
+END_TEST
+
+START_TEST(synchronous_entry_points_split_and_wait)
+{
+    uvmsim_set_op_delay_us(300);
+    unsigned long long a = uvmsim_calls("cudaMemcpyAsync"), s = uvmsim_calls("cudaMemcpy");
+    ck_assert_int_eq(cudaMemcpy(pinned, managed, big, cudaMemcpyDeviceToHost), cudaSuccess);
+    ck_assert_uint_eq(uvmsim_calls("cudaMemcpyAsync") - a, test_blocks(big));
+    ck_assert_uint_eq(uvmsim_calls("cudaMemcpy") - s, 0);
+    expect_bytes(pinned, managed, big); /* checked before any synchronize: cudaMemcpy waited */
+
+    memset(pinned, 0xEE, big + 1);
+    a = uvmsim_calls("cudaMemcpyAsync_ptsz");
+    ck_assert_int_eq(cudaMemcpy_ptds(pinned, managed, big, cudaMemcpyDeviceToHost), cudaSuccess);
+    ck_assert_uint_eq(uvmsim_calls("cudaMemcpyAsync_ptsz") - a, test_blocks(big));
+    expect_bytes(pinned, managed, big);
+}
+END_TEST
+
+START_TEST(failed_query_leaves_no_last_error)
+{
+    /* Above the threshold, malloc'd source: classified, passed through, no error of ours left. */
+    struct seen r = copy_async(pageable + MANAGED_SIZE / 2, pageable, test_cfg.threshold, cudaMemcpyDefault, 0);
+    ck_assert_int_eq(r.rc, cudaSuccess);
+    ck_assert_int_eq(cudaPeekAtLastError(), cudaSuccess);
+    /* An error the program had before a split copy is still there after it. */
+    ck_assert_int_ne(cudaMemcpyAsync(NULL, managed, 16, cudaMemcpyDeviceToHost, 0), cudaSuccess);
+    cudaError_t before = cudaPeekAtLastError();
+    ck_assert_int_ne(before, cudaSuccess);
+    r = copy_async(pinned, managed, big, cudaMemcpyDeviceToHost, 0);
+    ck_assert_int_eq(r.rc, cudaSuccess);
+    ck_assert_uint_eq(r.async_copies, test_blocks(big));
+    ck_assert_int_eq(cudaGetLastError(), before);
+}
+END_TEST
+
+/* ---- stream order ---- */
+
+struct probe {
+    const uint8_t *dst;
+    size_t n;
+    uint8_t expect;
+    int ok; /* 1: every byte as expected when the host function ran */
+};
+
+static void CUDART_CB probe_fn(void *arg)
+{
+    struct probe *p = arg;
+    p->ok = 1;
+    for (size_t i = 0; i < p->n; i++)
+        if (p->dst[i] != p->expect) {
+            p->ok = 0;
+            break;
+        }
+}
+
+/* A memset queued before the copy is seen by it; a host function queued after it sees every byte.
+ * With a per-operation delay, a copy that ignored stream order would read or be read too early. */
+static void check_order(cudaStream_t queue_on, bool ptsz)
+{
+    uvmsim_set_op_delay_us(2000);
+    struct probe p = {.dst = pinned, .n = big, .expect = 0x5A, .ok = -1};
+    ck_assert_int_eq(cudaMemsetAsync(managed, 0x5A, big, queue_on), cudaSuccess);
+    unsigned long long a = uvmsim_calls(ptsz ? "cudaMemcpyAsync_ptsz" : "cudaMemcpyAsync");
+    cudaError_t rc = ptsz ? cudaMemcpyAsync_ptsz(pinned, managed, big, cudaMemcpyDeviceToHost, 0)
+                          : cudaMemcpyAsync(pinned, managed, big, cudaMemcpyDeviceToHost, queue_on);
+    ck_assert_int_eq(rc, cudaSuccess);
+    ck_assert_uint_eq(uvmsim_calls(ptsz ? "cudaMemcpyAsync_ptsz" : "cudaMemcpyAsync") - a, test_blocks(big));
+    ck_assert_int_eq(cudaLaunchHostFunc(queue_on, probe_fn, &p), cudaSuccess);
+    ck_assert_int_eq(cudaStreamSynchronize(queue_on), cudaSuccess);
+    ck_assert_int_eq(p.ok, 1);
+    uvmsim_set_op_delay_us(0);
+    fill_managed();
+}
+
+START_TEST(order_on_user_stream)
+{
+    cudaStream_t s;
+    ck_assert_int_eq(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+    check_order(s, false);
+    ck_assert_int_eq(cudaStreamDestroy(s), cudaSuccess);
+}
+END_TEST
+
+START_TEST(order_on_legacy_stream)
+{
+    check_order(0, false);
+}
+END_TEST
+
+START_TEST(order_on_per_thread_stream)
+{
+    check_order(cudaStreamPerThread, true);
+}
+END_TEST
+
+START_TEST(async_copy_returns_before_pinned_bytes_land)
+{
+    /* Only the last `depth` blocks may still be in flight when cudaMemcpyAsync returns. */
+    cudaStream_t s;
+    ck_assert_int_eq(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+    uvmsim_set_op_delay_us(20000);
+    ck_assert_int_eq(cudaMemcpyAsync(pinned, managed, big, cudaMemcpyDeviceToHost, s), cudaSuccess);
+    size_t landed = 0;
+    while (landed < big && pinned[landed] == test_pattern(landed))
+        landed++;
+    ck_assert_uint_lt(landed, big);
+    size_t nb = test_blocks(big);
+    size_t in_flight_min = nb > test_cfg.depth ? (nb - test_cfg.depth) * test_cfg.chunk_size : 0;
+    ck_assert_uint_ge(landed, in_flight_min);
+    ck_assert_int_eq(cudaStreamSynchronize(s), cudaSuccess);
+    expect_bytes(pinned, managed, big);
+    ck_assert_int_eq(cudaStreamDestroy(s), cudaSuccess);
+}
+END_TEST
+
+/* ---- capture ---- */
+
+START_TEST(capturing_stream_passes_through_and_stays_valid)
+{
+    enum cudaStreamCaptureMode modes[] = {cudaStreamCaptureModeGlobal, cudaStreamCaptureModeThreadLocal,
+                                         cudaStreamCaptureModeRelaxed};
+    for (size_t k = 0; k < 3; k++) {
+        cudaStream_t s;
+        ck_assert_int_eq(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+        ck_assert_int_eq(cudaStreamBeginCapture(s, modes[k]), cudaSuccess);
+        unsigned long long a = uvmsim_calls("cudaMemcpyAsync"), e = uvmsim_calls("cuEventCreate");
+        ck_assert_int_eq(cudaMemcpyAsync(pinned, managed, big, cudaMemcpyDeviceToHost, s), cudaSuccess);
+        ck_assert_uint_eq(uvmsim_calls("cudaMemcpyAsync") - a, 1);
+        ck_assert_uint_eq(uvmsim_calls("cuEventCreate") - e, 0);
+        cudaGraph_t g = NULL;
+        ck_assert_int_eq(cudaStreamEndCapture(s, &g), cudaSuccess);
+        ck_assert_ptr_nonnull(g);
+        ck_assert_int_eq(cudaGraphDestroy(g), cudaSuccess);
+        ck_assert_int_eq(cudaStreamDestroy(s), cudaSuccess);
+    }
+}
+END_TEST
+
+/* ---- faults ---- */
+
+START_TEST(failing_block_returns_its_error_and_leaks_nothing)
+{
+    size_t n = 16 * test_cfg.chunk_size;
+    if (n + 1 > MANAGED_SIZE)
+        n = (MANAGED_SIZE - 1) / test_cfg.chunk_size * test_cfg.chunk_size;
+    size_t nb = test_blocks(n);
+    unsigned at[] = {1, (unsigned)(nb / 2), (unsigned)nb};
+    unsigned long long events0 = uvmsim_live_events();
+    for (size_t k = 0; k < 3; k++) {
+        uvmsim_fail_nth("cudaMemcpyAsync", at[k], cudaErrorMemoryAllocation);
+        unsigned long long a = uvmsim_calls("cudaMemcpyAsync");
+        ck_assert_int_eq(cudaMemcpyAsync(pinned, managed, n, cudaMemcpyDeviceToHost, 0), cudaErrorMemoryAllocation);
+        ck_assert_uint_eq(uvmsim_calls("cudaMemcpyAsync") - a, at[k]); /* nothing issued after it */
+        ck_assert_int_eq(cudaGetLastError(), cudaErrorMemoryAllocation);
+        ck_assert_int_eq(cudaDeviceSynchronize(), cudaSuccess);
+        ck_assert_uint_eq(uvmsim_live_events(), events0);
+        memset(pinned, 0xEE, n + 1);
+        struct seen r = copy_async(pinned, managed, n, cudaMemcpyDeviceToHost, 0);
+        ck_assert_int_eq(r.rc, cudaSuccess);
+        expect_bytes(pinned, managed, n);
+    }
+}
+END_TEST
+
+START_TEST(failed_event_creation_falls_back_unsplit)
+{
+    uvmsim_fail_nth("cuEventCreate", 1, CUDA_ERROR_OUT_OF_MEMORY);
+    struct seen r = copy_async(pinned, managed, big, cudaMemcpyDeviceToHost, 0);
+    ck_assert_int_eq(r.rc, cudaSuccess);
+    ck_assert_uint_eq(r.async_copies, 1);
+    ck_assert_int_eq(cudaPeekAtLastError(), cudaSuccess);
+    expect_bytes(pinned, managed, big);
+}
+END_TEST
+
+START_TEST(failed_wait_returns_its_error)
+{
+    if (test_blocks(big) <= test_cfg.depth)
+        return; /* no wait happens inside an asynchronous copy this short */
+    uvmsim_fail_nth("cudaEventSynchronize", 1, cudaErrorLaunchFailure);
+    ck_assert_int_eq(cudaMemcpyAsync(pinned, managed, big, cudaMemcpyDeviceToHost, 0), cudaErrorLaunchFailure);
+    ck_assert_int_eq(cudaGetLastError(), cudaErrorLaunchFailure);
+    ck_assert_int_eq(cudaDeviceSynchronize(), cudaSuccess);
+}
+END_TEST
+
+/* ---- hints (run with prefetch = host or device) ---- */
+
+START_TEST(prefetch_ahead_on_the_callers_stream)
+{
+    cudaStream_t s;
+    ck_assert_int_eq(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+    struct {
+        cudaStream_t given;
+        bool ptsz;
+        void *logged;
+    } cases[] = {{s, false, s}, {0, false, (void *)CU_STREAM_LEGACY}, {0, true, (void *)CU_STREAM_PER_THREAD}};
+    for (size_t k = 0; k < 3; k++) {
+        uvmsim_reset();
+        cudaError_t rc = cases[k].ptsz ? cudaMemcpyAsync_ptsz(pinned, managed, big, cudaMemcpyDeviceToHost, 0)
+                                       : cudaMemcpyAsync(pinned, managed, big, cudaMemcpyDeviceToHost, cases[k].given);
+        ck_assert_int_eq(rc, cudaSuccess);
+        ck_assert_int_eq(cudaDeviceSynchronize(), cudaSuccess);
+        expect_bytes(pinned, managed, big);
+        struct uvmsim_prefetch log[64];
+        size_t nb = test_blocks(big), got = uvmsim_prefetch_log(log, 64);
+        ck_assert_uint_eq(got, nb); /* every block prefetched once */
+        for (size_t i = 0; i < got && i < 64; i++) {
+            ck_assert_ptr_eq(log[i].ptr, managed + i * test_cfg.chunk_size);
+            ck_assert_int_eq(log[i].loc_type, test_cfg.prefetch == UVMC_PREFETCH_HOST ? UVMSIM_LOC_HOST : UVMSIM_LOC_DEVICE);
+            ck_assert_ptr_eq(log[i].stream, cases[k].logged);
+        }
+    }
+    ck_assert_int_eq(cudaStreamDestroy(s), cudaSuccess);
+}
+END_TEST
+
+START_TEST(failed_prefetch_never_fails_the_copy)
+{
+    uvmsim_fail_nth("cuMemPrefetchAsync_v2", 1, CUDA_ERROR_INVALID_VALUE);
+    uvmsim_fail_nth("cuMemPrefetchAsync_v2", 2, CUDA_ERROR_INVALID_VALUE);
+    struct seen r = copy_async(pinned, managed, big, cudaMemcpyDeviceToHost, 0);
+    ck_assert_int_eq(r.rc, cudaSuccess);
+    ck_assert_uint_eq(r.async_copies, test_blocks(big));
+    ck_assert_int_eq(cudaPeekAtLastError(), cudaSuccess);
+    expect_bytes(pinned, managed, big);
+}
+END_TEST
+
+START_TEST(no_prefetch_when_configured_none)
+{
+    struct seen r = copy_async(pinned, managed, big, cudaMemcpyDeviceToHost, 0);
+    ck_assert_int_eq(r.rc, cudaSuccess);
+    ck_assert_uint_eq(uvmsim_prefetch_log(NULL, 0), 0);
+}
+END_TEST
+
+/* ---- disabled (enabled = off) ---- */
+
+START_TEST(disabled_passes_everything_through)
+{
+    struct seen r = copy_async(pinned, managed, big, cudaMemcpyDeviceToHost, 0);
+    ck_assert_int_eq(r.rc, cudaSuccess);
+    ck_assert_uint_eq(r.async_copies, 1);
+    ck_assert_uint_eq(r.queries, 0);
+    expect_bytes(pinned, managed, big);
+}
+END_TEST
+
+static TCase *tcase(const char *name)
+{
+    TCase *tc = tcase_create(name);
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 120);
+    return tc;
+}
+
+int main(int argc, char **argv)
+{
+    const char *which = argc > 1 ? argv[1] : "core";
+    test_load_config();
+    if (!test_interposed("cudaMemcpyAsync") || !test_interposed("cudaMemcpy_ptds")) {
+        fprintf(stderr, "test_interpose: libuvmchunk.so is not preloaded; these tests would prove nothing\n");
+        return 1;
+    }
+    Suite *s = suite_create(which);
+    TCase *tc = tcase(which);
+    if (!strcmp(which, "core")) {
+        if (test_cfg.prefetch != UVMC_PREFETCH_NONE || !test_cfg.enabled) {
+            fprintf(stderr, "test_interpose core: run with prefetch = none and enabled = on\n");
+            return 1;
+        }
+        tcase_add_test(tc, split_managed_base_to_pinned);
+        tcase_add_test(tc, split_managed_interior_unaligned_to_pageable);
+        tcase_add_test(tc, split_at_threshold_and_prime_sizes);
+        tcase_add_test(tc, below_threshold_makes_no_cuda_call);
+        tcase_add_test(tc, copy_crossing_end_of_allocation_passes_through);
+        tcase_add_test(tc, non_managed_sources_pass_through);
+        tcase_add_test(tc, non_host_destinations_pass_through);
+        tcase_add_test(tc, only_device_to_host_and_default_kinds_split);
+        tcase_add_test(tc, synchronous_entry_points_split_and_wait);
+        tcase_add_test(tc, failed_query_leaves_no_last_error);
+        tcase_add_test(tc, order_on_user_stream);
+        tcase_add_test(tc, order_on_legacy_stream);
+        tcase_add_test(tc, order_on_per_thread_stream);
+        tcase_add_test(tc, async_copy_returns_before_pinned_bytes_land);
+        tcase_add_test(tc, capturing_stream_passes_through_and_stays_valid);
+        tcase_add_test(tc, failing_block_returns_its_error_and_leaks_nothing);
+        tcase_add_test(tc, failed_event_creation_falls_back_unsplit);
+        tcase_add_test(tc, failed_wait_returns_its_error);
+        tcase_add_test(tc, no_prefetch_when_configured_none);
+    } else if (!strcmp(which, "hints")) {
+        if (test_cfg.prefetch == UVMC_PREFETCH_NONE) {
+            fprintf(stderr, "test_interpose hints: run with prefetch = host or device\n");
+            return 1;
+        }
+        tcase_add_test(tc, prefetch_ahead_on_the_callers_stream);
+        tcase_add_test(tc, failed_prefetch_never_fails_the_copy);
+    } else if (!strcmp(which, "disabled")) {
+        if (test_cfg.enabled) {
+            fprintf(stderr, "test_interpose disabled: run with enabled = off\n");
+            return 1;
+        }
+        tcase_add_test(tc, disabled_passes_everything_through);
+    } else {
+        fprintf(stderr, "usage: test_interpose [core|hints|disabled]\n");
+        return 2;
+    }
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_set_fork_status(sr, CK_NOFORK); /* the simulator's stream threads do not survive fork */
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# demo.sh [--size BYTES[K|M|G]]: installs what is missing, builds, then runs uvmchunk-demo under
+# uvmchunk-run: on the GPU when one is present, otherwise on the simulated CUDA runtime.
+source "$(dirname "$0")/setup.sh"
+uvmc_build
+export UVMCHUNK_STATS=${UVMCHUNK_STATS:-on}
+if nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
+    echo "uvmchunk: GPU found: running on the real CUDA runtime"
+else
+    echo "uvmchunk: no GPU found: running on the simulated CUDA runtime ($UVMC_BUILD/sim)"
+    export LD_LIBRARY_PATH="$UVMC_BUILD/sim${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
+exec "$UVMC_BUILD/uvmchunk-run" -- "$UVMC_BUILD/uvmchunk-demo" "$@"
