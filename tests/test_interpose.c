@@ -4,6 +4,7 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <pthread.h>
+#include <unistd.h>
 
 #include "test_common.h"
 #include "uvmsim.h"
@@ -64,7 +65,7 @@ struct seen {
 static unsigned long long queries_now(void)
 {
     return uvmsim_calls("cuPointerGetAttributes") + uvmsim_calls("cuPointerGetAttribute") +
-           uvmsim_calls("cuStreamIsCapturing") + uvmsim_calls("cuCtxGetCurrent") +
+           uvmsim_calls("cuStreamIsCapturing") + uvmsim_calls("cuEventCreate") +
            uvmsim_calls("cudaPointerGetAttributes") + uvmsim_calls("cudaStreamIsCapturing");
 }
 
@@ -236,13 +237,20 @@ static void CUDART_CB probe_fn(void *arg)
         }
 }
 
-/* A memset queued before the copy is seen by it; a host function queued after it sees every byte.
- * With a per-operation delay, a copy that ignored stream order would read or be read too early. */
+/* A slow write queued before the copy is seen by it; a host function queued after it sees every
+ * byte. A block issued on any other stream would run during the write and read stale bytes. */
+static void CUDART_CB slow_writer_fn(void *arg)
+{
+    struct probe *p = arg;
+    usleep(30000);
+    memset(managed, p->expect, p->n);
+}
+
 static void check_order(cudaStream_t queue_on, bool ptsz)
 {
-    uvmsim_set_op_delay_us(2000);
+    uvmsim_set_op_delay_us(1000);
     struct probe p = {.dst = pinned, .n = big, .expect = 0x5A, .ok = -1};
-    ck_assert_int_eq(cudaMemsetAsync(managed, 0x5A, big, queue_on), cudaSuccess);
+    ck_assert_int_eq(cudaLaunchHostFunc(queue_on, slow_writer_fn, &p), cudaSuccess);
     unsigned long long a = uvmsim_calls(ptsz ? "cudaMemcpyAsync_ptsz" : "cudaMemcpyAsync");
     cudaError_t rc = ptsz ? cudaMemcpyAsync_ptsz(pinned, managed, big, cudaMemcpyDeviceToHost, 0)
                           : cudaMemcpyAsync(pinned, managed, big, cudaMemcpyDeviceToHost, queue_on);

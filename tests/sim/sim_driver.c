@@ -3,6 +3,7 @@
  * See README.md for what is and is not modelled. */
 #define __CUDA_API_VERSION_INTERNAL 1 /* declare every legacy, _v2, _ptds and _ptsz form */
 #include <errno.h>
+#include <link.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -17,6 +18,7 @@
 #include <cuda.h>
 #include "uvmsim.h"
 unsigned uvmsim_hook_enter(const char *fn);
+void uvmsim_rt_register(const void *addr);
 #pragma GCC visibility pop
 
 #include <uthash.h>
@@ -44,9 +46,14 @@ static struct counter *counter_get(const char *fn) {
     return c;
 }
 
+/* Set in a child forked from a process that had CUDA state: like the real driver, CUDA is unusable
+ * there (every call fails with CUDA_ERROR_NOT_INITIALIZED, the runtime with cudaErrorInitializationError). */
+static int g_child_poisoned;
+
 /* Count a call by its exported name; returns the injected error (0 = none). */
 unsigned uvmsim_hook_enter(const char *fn) {
     unsigned err = 0;
+    if (g_child_poisoned) return CUDA_ERROR_NOT_INITIALIZED;
     pthread_mutex_lock(&g_cnt_mu);
     struct counter *c = counter_get(fn);
     if (c) {
@@ -89,10 +96,58 @@ void uvmsim_fail_nth(const char *fn, unsigned nth, int error) {
     pthread_mutex_unlock(&g_cnt_mu);
 }
 
+/* Code ranges of the simulated runtimes loaded in this process. Driver calls made from inside a
+ * runtime are its private business (the real libcudart reaches the driver through private tables):
+ * they are neither counted nor faulted, so counters show only what the program and a preloaded
+ * library called. */
+struct code_range { uintptr_t lo, hi; };
+static struct code_range g_rt_ranges[16];
+static atomic_int g_n_rt_ranges;
+static pthread_mutex_t g_rt_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static int phdr_cb(struct dl_phdr_info *info, size_t size, void *arg) {
+    (void)size;
+    uintptr_t a = (uintptr_t)arg;
+    int hit = 0;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_LOAD) continue;
+        uintptr_t lo = info->dlpi_addr + ph->p_vaddr, hi = lo + ph->p_memsz;
+        if (a >= lo && a < hi) hit = 1;
+    }
+    if (!hit) return 0;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        int n = atomic_load(&g_n_rt_ranges);
+        if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X) || n >= 16) continue;
+        g_rt_ranges[n].lo = info->dlpi_addr + ph->p_vaddr;
+        g_rt_ranges[n].hi = g_rt_ranges[n].lo + ph->p_memsz;
+        atomic_store(&g_n_rt_ranges, n + 1);
+    }
+    return 1;
+}
+
+void uvmsim_rt_register(const void *addr) {
+    pthread_mutex_lock(&g_rt_mu);
+    dl_iterate_phdr(phdr_cb, (void *)addr);
+    pthread_mutex_unlock(&g_rt_mu);
+}
+
+static int from_runtime(const void *ra) {
+    int n = atomic_load(&g_n_rt_ranges);
+    for (int i = 0; i < n; i++)
+        if ((uintptr_t)ra >= g_rt_ranges[i].lo && (uintptr_t)ra < g_rt_ranges[i].hi) return 1;
+    return 0;
+}
+
 #define ENTER(nm)                                                                                      \
     do {                                                                                               \
-        unsigned f_ = uvmsim_hook_enter(nm);                                                           \
-        if (f_) return (CUresult)f_;                                                                   \
+        const void *ra_ = __builtin_return_address(0);                                                 \
+        if (g_child_poisoned) return CUDA_ERROR_NOT_INITIALIZED;                                       \
+        if (!from_runtime(ra_)) {                                                                      \
+            unsigned f_ = uvmsim_hook_enter(nm);                                                       \
+            if (f_) return (CUresult)f_;                                                               \
+        }                                                                                              \
     } while (0)
 
 /* ------------------------------------------------------------------ global state */
@@ -341,7 +396,7 @@ static struct stream *stream_new_locked(int kind, unsigned flags, int prio) {
     pthread_attr_t at;
     pthread_attr_init(&at);
     pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-    pthread_attr_setstacksize(&at, 256 * 1024);
+    pthread_attr_setstacksize(&at, 1024 * 1024);
     pthread_t th;
     int rc = pthread_create(&th, &at, worker_main, s);
     pthread_attr_destroy(&at);
@@ -355,9 +410,35 @@ static struct stream *legacy_locked(void) {
     if (!g_legacy) g_legacy = stream_new_locked(S_LEGACY, 0, 0);
     return g_legacy;
 }
+static pthread_key_t g_ptds_key;
 static struct stream *ptds_locked(void) {
-    if (!tl_ptds) tl_ptds = stream_new_locked(S_PTDS, 0, 0);
+    if (!tl_ptds || tl_ptds->destroyed) {
+        tl_ptds = stream_new_locked(S_PTDS, 0, 0);
+        if (tl_ptds) pthread_setspecific(g_ptds_key, tl_ptds);
+    }
     return tl_ptds;
+}
+
+/* A host thread ended: its per-thread stream drains, then its worker exits. */
+static void ptds_thread_exit(void *arg) {
+    struct stream *s = arg;
+    pthread_mutex_lock(&g_mu);
+    s->destroyed = 1;
+    pthread_cond_broadcast(&g_cv);
+    pthread_mutex_unlock(&g_mu);
+}
+
+static void fork_prepare(void) { pthread_mutex_lock(&g_cnt_mu); pthread_mutex_lock(&g_mu); }
+static void fork_parent(void) { pthread_mutex_unlock(&g_mu); pthread_mutex_unlock(&g_cnt_mu); }
+static void fork_child(void) {
+    if (g_streams_all || g_nallocs) g_child_poisoned = 1; /* no worker threads exist here */
+    pthread_mutex_unlock(&g_mu);
+    pthread_mutex_unlock(&g_cnt_mu);
+}
+
+__attribute__((constructor)) static void sim_driver_init(void) {
+    pthread_key_create(&g_ptds_key, ptds_thread_exit);
+    pthread_atfork(fork_prepare, fork_parent, fork_child);
 }
 
 static int is_blocking(const struct stream *s) {

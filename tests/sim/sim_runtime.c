@@ -1,0 +1,537 @@
+/* sim_runtime.c: simulated CUDA runtime (libcudart.so.13, or .so.12 with -DUVMSIM_CUDART_MAJOR=12).
+ * Like the real libcudart it holds no device state and has no DT_NEEDED on libcuda: at first use it
+ * dlopens libcuda.so.1 and fetches every driver entry point through cuGetProcAddress_v2. */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#ifndef UVMSIM_CUDART_MAJOR
+#define UVMSIM_CUDART_MAJOR 13
+#endif
+
+#if UVMSIM_CUDART_MAJOR == 12
+/* hide the CUDA 13 declarations; this flavour defines the CUDA 12 int-device forms */
+#define cudaMemPrefetchAsync uvmsim_hidden_decl_cudaMemPrefetchAsync
+#define cudaMemAdvise uvmsim_hidden_decl_cudaMemAdvise
+#define RT_VERSION 12080
+#else
+#define RT_VERSION 13000
+#endif
+
+#pragma GCC visibility push(default)
+#include <cuda_runtime_api.h>
+#if UVMSIM_CUDART_MAJOR == 12
+#undef cudaMemPrefetchAsync
+#undef cudaMemAdvise
+cudaError_t CUDARTAPI cudaMemPrefetchAsync(const void *devPtr, size_t count, int dstDevice, cudaStream_t stream);
+cudaError_t CUDARTAPI cudaMemPrefetchAsync_ptsz(const void *devPtr, size_t count, int dstDevice, cudaStream_t stream);
+cudaError_t CUDARTAPI cudaMemAdvise(const void *devPtr, size_t count, enum cudaMemoryAdvise advice, int device);
+cudaError_t CUDARTAPI cudaMemPrefetchAsync_v2(const void *devPtr, size_t count, struct cudaMemLocation location, unsigned int flags, cudaStream_t stream);
+cudaError_t CUDARTAPI cudaMemPrefetchAsync_v2_ptsz(const void *devPtr, size_t count, struct cudaMemLocation location, unsigned int flags, cudaStream_t stream);
+cudaError_t CUDARTAPI cudaMemAdvise_v2(const void *devPtr, size_t count, enum cudaMemoryAdvise advice, struct cudaMemLocation location);
+cudaError_t CUDARTAPI cudaStreamGetCaptureInfo_v2(cudaStream_t stream, enum cudaStreamCaptureStatus *st, unsigned long long *id, cudaGraph_t *g, const cudaGraphNode_t **d, size_t *n);
+cudaError_t CUDARTAPI cudaStreamGetCaptureInfo_v2_ptsz(cudaStream_t stream, enum cudaStreamCaptureStatus *st, unsigned long long *id, cudaGraph_t *g, const cudaGraphNode_t **d, size_t *n);
+cudaError_t CUDARTAPI cudaStreamGetCaptureInfo_v3(cudaStream_t stream, enum cudaStreamCaptureStatus *st, unsigned long long *id, cudaGraph_t *g, const cudaGraphNode_t **d, const cudaGraphEdgeData **e, size_t *n);
+#else
+cudaError_t CUDARTAPI cudaMemPrefetchAsync_ptsz(const void *devPtr, size_t count, struct cudaMemLocation location, unsigned int flags, cudaStream_t stream);
+#endif
+/* per-thread default stream entry points (declared by the header only under CUDA_API_PER_THREAD_DEFAULT_STREAM) */
+cudaError_t CUDARTAPI cudaMemcpy_ptds(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind);
+cudaError_t CUDARTAPI cudaMemcpyAsync_ptsz(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind, cudaStream_t stream);
+cudaError_t CUDARTAPI cudaMemcpy2D_ptds(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height, enum cudaMemcpyKind kind);
+cudaError_t CUDARTAPI cudaMemcpy2DAsync_ptsz(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height, enum cudaMemcpyKind kind, cudaStream_t stream);
+cudaError_t CUDARTAPI cudaMemset_ptds(void *devPtr, int value, size_t count);
+cudaError_t CUDARTAPI cudaMemsetAsync_ptsz(void *devPtr, int value, size_t count, cudaStream_t stream);
+cudaError_t CUDARTAPI cudaStreamSynchronize_ptsz(cudaStream_t stream);
+cudaError_t CUDARTAPI cudaStreamQuery_ptsz(cudaStream_t stream);
+cudaError_t CUDARTAPI cudaStreamGetFlags_ptsz(cudaStream_t stream, unsigned int *flags);
+cudaError_t CUDARTAPI cudaStreamGetPriority_ptsz(cudaStream_t stream, int *priority);
+cudaError_t CUDARTAPI cudaStreamWaitEvent_ptsz(cudaStream_t stream, cudaEvent_t event, unsigned int flags);
+cudaError_t CUDARTAPI cudaLaunchHostFunc_ptsz(cudaStream_t stream, cudaHostFn_t fn, void *userData);
+cudaError_t CUDARTAPI cudaEventRecord_ptsz(cudaEvent_t event, cudaStream_t stream);
+cudaError_t CUDARTAPI cudaEventRecordWithFlags_ptsz(cudaEvent_t event, cudaStream_t stream, unsigned int flags);
+cudaError_t CUDARTAPI cudaStreamBeginCapture_ptsz(cudaStream_t stream, enum cudaStreamCaptureMode mode);
+cudaError_t CUDARTAPI cudaStreamEndCapture_ptsz(cudaStream_t stream, cudaGraph_t *pGraph);
+cudaError_t CUDARTAPI cudaStreamIsCapturing_ptsz(cudaStream_t stream, enum cudaStreamCaptureStatus *pCaptureStatus);
+cudaError_t CUDARTAPI cudaStreamGetCaptureInfo_ptsz(cudaStream_t stream, enum cudaStreamCaptureStatus *st, unsigned long long *id, cudaGraph_t *g, const cudaGraphNode_t **d, const cudaGraphEdgeData **e, size_t *n);
+cudaError_t CUDARTAPI cudaGetDeviceProperties_v2(struct cudaDeviceProp *prop, int device);
+cudaError_t CUDARTAPI cudaGetDriverEntryPoint_ptsz(const char *symbol, void **funcPtr, unsigned long long flags, enum cudaDriverEntryPointQueryResult *driverStatus);
+cudaError_t CUDARTAPI cudaGetDriverEntryPointByVersion_ptsz(const char *symbol, void **funcPtr, unsigned int cudaVersion, unsigned long long flags, enum cudaDriverEntryPointQueryResult *driverStatus);
+#pragma GCC visibility pop
+
+#include <cuda.h> /* driver types only; nothing of it is defined here */
+
+/* ------------------------------------------------------------------ driver entry points */
+
+typedef CUresult (*pf_prefetch_legacy)(CUdeviceptr, size_t, CUdevice, CUstream);
+typedef CUresult (*pf_advise_legacy)(CUdeviceptr, size_t, CUmem_advise, CUdevice);
+
+#define DECL(fn) static __typeof__(fn) *d_##fn;
+#define DECLP(fn) static __typeof__(fn) *d_##fn, *dp_##fn;
+DECL(cuInit) DECL(cuDriverGetVersion) DECL(cuDeviceGetCount) DECL(cuDeviceGetName) DECL(cuDeviceTotalMem)
+DECL(cuDeviceGetAttribute) DECL(cuDevicePrimaryCtxRetain) DECL(cuCtxGetCurrent) DECL(cuCtxSetCurrent)
+DECL(cuCtxSynchronize) DECL(cuMemGetInfo) DECL(cuMemAlloc) DECL(cuMemFree) DECL(cuMemAllocManaged)
+DECL(cuMemHostAlloc) DECL(cuMemFreeHost) DECL(cuMemHostRegister) DECL(cuMemHostUnregister)
+DECL(cuPointerGetAttributes) DECL(cuMemAdvise) DECL(cuMemRangeGetAttribute)
+DECLP(cuMemcpy) DECLP(cuMemcpyAsync) DECLP(cuMemcpy2D) DECLP(cuMemcpy2DAsync) DECLP(cuMemsetD8) DECLP(cuMemsetD8Async)
+DECLP(cuMemPrefetchAsync)
+DECL(cuStreamCreate) DECL(cuStreamCreateWithPriority) DECL(cuStreamDestroy)
+DECLP(cuStreamSynchronize) DECLP(cuStreamQuery) DECLP(cuStreamGetFlags) DECLP(cuStreamGetPriority) DECLP(cuStreamWaitEvent)
+DECLP(cuLaunchHostFunc) DECL(cuEventCreate) DECLP(cuEventRecord) DECLP(cuEventRecordWithFlags) DECL(cuEventQuery)
+DECL(cuEventSynchronize) DECL(cuEventDestroy) DECL(cuEventElapsedTime)
+DECLP(cuStreamBeginCapture) DECLP(cuStreamEndCapture) DECLP(cuStreamIsCapturing) DECLP(cuStreamGetCaptureInfo)
+DECL(cuThreadExchangeStreamCaptureMode) DECL(cuGraphDestroy) DECL(cuGetProcAddress)
+static pf_prefetch_legacy d_prefetch_legacy, dp_prefetch_legacy;
+static pf_advise_legacy d_advise_legacy;
+
+static unsigned (*g_hook_enter)(const char *);
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+static int g_ok;
+static __thread cudaError_t tl_last;
+
+static void rt_init(void) {
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+    if (!h) return;
+    __typeof__(cuGetProcAddress) *gpa = (__typeof__(cuGetProcAddress) *)dlsym(h, "cuGetProcAddress_v2");
+    g_hook_enter = (unsigned (*)(const char *))dlsym(h, "uvmsim_hook_enter");
+    void (*reg)(const void *) = (void (*)(const void *))dlsym(h, "uvmsim_rt_register");
+    if (!gpa || !g_hook_enter || !reg) return;
+    reg((const void *)rt_init); /* our own driver calls are not the program's: not counted */
+    const cuuint64_t L = CU_GET_PROC_ADDRESS_DEFAULT, T = CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
+    struct { const char *name; int ver; cuuint64_t flags; void **slot; } f[] = {
+#define F(n, v, slot) { n, v, L, (void **)&slot }
+#define FT(n, v, slot) { n, v, T, (void **)&slot }
+        F("cuGetProcAddress", 12000, d_cuGetProcAddress),
+        F("cuInit", 2000, d_cuInit), F("cuDriverGetVersion", 2020, d_cuDriverGetVersion),
+        F("cuDeviceGetCount", 2000, d_cuDeviceGetCount), F("cuDeviceGetName", 2000, d_cuDeviceGetName),
+        F("cuDeviceTotalMem", 3020, d_cuDeviceTotalMem), F("cuDeviceGetAttribute", 2000, d_cuDeviceGetAttribute),
+        F("cuDevicePrimaryCtxRetain", 7000, d_cuDevicePrimaryCtxRetain), F("cuCtxGetCurrent", 4000, d_cuCtxGetCurrent),
+        F("cuCtxSetCurrent", 4000, d_cuCtxSetCurrent), F("cuCtxSynchronize", 2000, d_cuCtxSynchronize),
+        F("cuMemGetInfo", 3020, d_cuMemGetInfo), F("cuMemAlloc", 3020, d_cuMemAlloc), F("cuMemFree", 3020, d_cuMemFree),
+        F("cuMemAllocManaged", 6000, d_cuMemAllocManaged), F("cuMemHostAlloc", 2020, d_cuMemHostAlloc),
+        F("cuMemFreeHost", 2000, d_cuMemFreeHost), F("cuMemHostRegister", 6050, d_cuMemHostRegister),
+        F("cuMemHostUnregister", 4000, d_cuMemHostUnregister), F("cuPointerGetAttributes", 7000, d_cuPointerGetAttributes),
+        F("cuMemAdvise", 12020, d_cuMemAdvise), F("cuMemAdvise", 8000, d_advise_legacy),
+        F("cuMemRangeGetAttribute", 8000, d_cuMemRangeGetAttribute),
+        F("cuMemcpy", 4000, d_cuMemcpy), FT("cuMemcpy", 7000, dp_cuMemcpy),
+        F("cuMemcpyAsync", 4000, d_cuMemcpyAsync), FT("cuMemcpyAsync", 7000, dp_cuMemcpyAsync),
+        F("cuMemcpy2D", 3020, d_cuMemcpy2D), FT("cuMemcpy2D", 7000, dp_cuMemcpy2D),
+        F("cuMemcpy2DAsync", 3020, d_cuMemcpy2DAsync), FT("cuMemcpy2DAsync", 7000, dp_cuMemcpy2DAsync),
+        F("cuMemsetD8", 3020, d_cuMemsetD8), FT("cuMemsetD8", 7000, dp_cuMemsetD8),
+        F("cuMemsetD8Async", 3020, d_cuMemsetD8Async), FT("cuMemsetD8Async", 7000, dp_cuMemsetD8Async),
+        F("cuMemPrefetchAsync", 12020, d_cuMemPrefetchAsync), FT("cuMemPrefetchAsync", 12020, dp_cuMemPrefetchAsync),
+        F("cuMemPrefetchAsync", 8000, d_prefetch_legacy), FT("cuMemPrefetchAsync", 8000, dp_prefetch_legacy),
+        F("cuStreamCreate", 2000, d_cuStreamCreate), F("cuStreamCreateWithPriority", 5050, d_cuStreamCreateWithPriority),
+        F("cuStreamDestroy", 4000, d_cuStreamDestroy),
+        F("cuStreamSynchronize", 2000, d_cuStreamSynchronize), FT("cuStreamSynchronize", 7000, dp_cuStreamSynchronize),
+        F("cuStreamQuery", 2000, d_cuStreamQuery), FT("cuStreamQuery", 7000, dp_cuStreamQuery),
+        F("cuStreamGetFlags", 5050, d_cuStreamGetFlags), FT("cuStreamGetFlags", 7000, dp_cuStreamGetFlags),
+        F("cuStreamGetPriority", 5050, d_cuStreamGetPriority), FT("cuStreamGetPriority", 7000, dp_cuStreamGetPriority),
+        F("cuStreamWaitEvent", 3020, d_cuStreamWaitEvent), FT("cuStreamWaitEvent", 7000, dp_cuStreamWaitEvent),
+        F("cuLaunchHostFunc", 10000, d_cuLaunchHostFunc), FT("cuLaunchHostFunc", 10000, dp_cuLaunchHostFunc),
+        F("cuEventCreate", 2000, d_cuEventCreate),
+        F("cuEventRecord", 2000, d_cuEventRecord), FT("cuEventRecord", 7000, dp_cuEventRecord),
+        F("cuEventRecordWithFlags", 11010, d_cuEventRecordWithFlags), FT("cuEventRecordWithFlags", 11010, dp_cuEventRecordWithFlags),
+        F("cuEventQuery", 2000, d_cuEventQuery), F("cuEventSynchronize", 2000, d_cuEventSynchronize),
+        F("cuEventDestroy", 4000, d_cuEventDestroy), F("cuEventElapsedTime", 12080, d_cuEventElapsedTime),
+        F("cuStreamBeginCapture", 10010, d_cuStreamBeginCapture), FT("cuStreamBeginCapture", 10010, dp_cuStreamBeginCapture),
+        F("cuStreamEndCapture", 10000, d_cuStreamEndCapture), FT("cuStreamEndCapture", 10000, dp_cuStreamEndCapture),
+        F("cuStreamIsCapturing", 10000, d_cuStreamIsCapturing), FT("cuStreamIsCapturing", 10000, dp_cuStreamIsCapturing),
+        F("cuStreamGetCaptureInfo", 12030, d_cuStreamGetCaptureInfo), FT("cuStreamGetCaptureInfo", 12030, dp_cuStreamGetCaptureInfo),
+        F("cuThreadExchangeStreamCaptureMode", 10010, d_cuThreadExchangeStreamCaptureMode),
+        F("cuGraphDestroy", 10000, d_cuGraphDestroy),
+#undef F
+#undef FT
+    };
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
+        CUdriverProcAddressQueryResult st;
+        if (gpa(f[i].name, f[i].slot, f[i].ver, f[i].flags, &st) != CUDA_SUCCESS || !*f[i].slot) return;
+    }
+    if (d_cuInit(0) != CUDA_SUCCESS) return;
+    g_ok = 1;
+}
+
+static cudaError_t rt_err(cudaError_t e) {
+    if (e != cudaSuccess && e != cudaErrorNotReady) tl_last = e;
+    return e;
+}
+static cudaError_t map(CUresult r) { return (cudaError_t)r; } /* the codes this simulator uses coincide */
+#define RET(expr) return rt_err(map(expr))
+
+/* Count, check an injected fault, make the primary context current (like the real runtime). */
+static cudaError_t rt_begin(const char *name) {
+    pthread_once(&g_once, rt_init);
+    if (!g_ok) return cudaErrorInsufficientDriver;
+    unsigned f = g_hook_enter(name);
+    if (f) return (cudaError_t)f;
+    CUcontext c = NULL;
+    d_cuCtxGetCurrent(&c);
+    if (!c) {
+        if (d_cuDevicePrimaryCtxRetain(&c, 0) != CUDA_SUCCESS || d_cuCtxSetCurrent(c) != CUDA_SUCCESS)
+            return cudaErrorInitializationError;
+    }
+    return cudaSuccess;
+}
+#define BEGIN(nm)                                                                                      \
+    do {                                                                                               \
+        cudaError_t b_ = rt_begin(nm);                                                                 \
+        if (b_) return rt_err(b_);                                                                     \
+    } while (0)
+
+#define DP(x) ((CUdeviceptr)(uintptr_t)(x))
+#define ST(s) ((CUstream)(s))
+
+/* ------------------------------------------------------------------ errors and versions */
+
+cudaError_t CUDARTAPI cudaGetLastError(void) {
+    BEGIN("cudaGetLastError");
+    cudaError_t e = tl_last;
+    tl_last = cudaSuccess;
+    return e;
+}
+cudaError_t CUDARTAPI cudaPeekAtLastError(void) { BEGIN("cudaPeekAtLastError"); return tl_last; }
+
+static const struct { cudaError_t e; const char *name, *str; } g_rterrs[] = {
+    { cudaSuccess, "cudaSuccess", "no error" },
+    { cudaErrorInvalidValue, "cudaErrorInvalidValue", "invalid argument" },
+    { cudaErrorMemoryAllocation, "cudaErrorMemoryAllocation", "out of memory" },
+    { cudaErrorInitializationError, "cudaErrorInitializationError", "initialization error" },
+    { cudaErrorInvalidPitchValue, "cudaErrorInvalidPitchValue", "invalid pitch argument" },
+    { cudaErrorInvalidMemcpyDirection, "cudaErrorInvalidMemcpyDirection", "invalid copy direction for memcpy" },
+    { cudaErrorInsufficientDriver, "cudaErrorInsufficientDriver", "CUDA driver version is insufficient for CUDA runtime version" },
+    { cudaErrorNoDevice, "cudaErrorNoDevice", "no CUDA-capable device is detected" },
+    { cudaErrorInvalidDevice, "cudaErrorInvalidDevice", "invalid device ordinal" },
+    { cudaErrorDeviceUninitialized, "cudaErrorDeviceUninitialized", "invalid device context" },
+    { cudaErrorInvalidResourceHandle, "cudaErrorInvalidResourceHandle", "invalid resource handle" },
+    { cudaErrorIllegalState, "cudaErrorIllegalState", "the operation cannot be performed in the present state" },
+    { cudaErrorSymbolNotFound, "cudaErrorSymbolNotFound", "named symbol not found" },
+    { cudaErrorNotReady, "cudaErrorNotReady", "device not ready" },
+    { cudaErrorHostMemoryAlreadyRegistered, "cudaErrorHostMemoryAlreadyRegistered", "part or all of the requested memory range is already mapped" },
+    { cudaErrorHostMemoryNotRegistered, "cudaErrorHostMemoryNotRegistered", "pointer does not correspond to a registered memory region" },
+    { cudaErrorNotSupported, "cudaErrorNotSupported", "operation not supported" },
+    { cudaErrorStreamCaptureUnsupported, "cudaErrorStreamCaptureUnsupported", "operation not permitted when stream is capturing" },
+    { cudaErrorStreamCaptureInvalidated, "cudaErrorStreamCaptureInvalidated", "operation failed due to a previous error during capture" },
+    { cudaErrorStreamCaptureImplicit, "cudaErrorStreamCaptureImplicit", "operation would make the legacy stream depend on a capturing blocking stream" },
+    { cudaErrorCapturedEvent, "cudaErrorCapturedEvent", "operation not permitted on an event last recorded in a capturing stream" },
+    { cudaErrorStreamCaptureWrongThread, "cudaErrorStreamCaptureWrongThread", "attempt to terminate a thread-local capture sequence from another thread" },
+    { cudaErrorUnknown, "cudaErrorUnknown", "unknown error" },
+};
+const char *CUDARTAPI cudaGetErrorString(cudaError_t e) {
+    for (size_t i = 0; i < sizeof g_rterrs / sizeof g_rterrs[0]; i++)
+        if (g_rterrs[i].e == e) return g_rterrs[i].str;
+    return "unrecognized error code";
+}
+const char *CUDARTAPI cudaGetErrorName(cudaError_t e) {
+    for (size_t i = 0; i < sizeof g_rterrs / sizeof g_rterrs[0]; i++)
+        if (g_rterrs[i].e == e) return g_rterrs[i].name;
+    return "cudaErrorUnknown";
+}
+
+cudaError_t CUDARTAPI cudaRuntimeGetVersion(int *v) {
+    if (!v) return rt_err(cudaErrorInvalidValue);
+    *v = RT_VERSION;
+    return cudaSuccess;
+}
+cudaError_t CUDARTAPI cudaDriverGetVersion(int *v) {
+    if (!v) return rt_err(cudaErrorInvalidValue);
+    pthread_once(&g_once, rt_init);
+    if (!g_ok) { *v = 0; return cudaSuccess; }
+    RET(d_cuDriverGetVersion(v));
+}
+
+/* ------------------------------------------------------------------ device */
+
+cudaError_t CUDARTAPI cudaGetDeviceCount(int *n) {
+    BEGIN("cudaGetDeviceCount");
+    if (!n) return rt_err(cudaErrorInvalidValue);
+    RET(d_cuDeviceGetCount(n));
+}
+cudaError_t CUDARTAPI cudaGetDevice(int *d) {
+    BEGIN("cudaGetDevice");
+    if (!d) return rt_err(cudaErrorInvalidValue);
+    *d = 0;
+    return cudaSuccess;
+}
+cudaError_t CUDARTAPI cudaSetDevice(int d) {
+    BEGIN("cudaSetDevice");
+    return d == 0 ? cudaSuccess : rt_err(cudaErrorInvalidDevice);
+}
+cudaError_t CUDARTAPI cudaDeviceSynchronize(void) { BEGIN("cudaDeviceSynchronize"); RET(d_cuCtxSynchronize()); }
+cudaError_t CUDARTAPI cudaDeviceGetAttribute(int *v, enum cudaDeviceAttr a, int d) {
+    BEGIN("cudaDeviceGetAttribute");
+    if (!v) return rt_err(cudaErrorInvalidValue);
+    RET(d_cuDeviceGetAttribute(v, (CUdevice_attribute)a, d));
+}
+static cudaError_t get_props(struct cudaDeviceProp *p, int d) {
+    if (!p) return rt_err(cudaErrorInvalidValue);
+    if (d != 0) return rt_err(cudaErrorInvalidDevice);
+    memset(p, 0, sizeof *p);
+    d_cuDeviceGetName(p->name, (int)sizeof p->name, 0);
+    size_t tot = 0;
+    d_cuDeviceTotalMem(&tot, 0);
+    p->totalGlobalMem = tot;
+    p->managedMemory = 1;
+    p->concurrentManagedAccess = 1;
+    p->unifiedAddressing = 1;
+    p->pageableMemoryAccess = 0;
+    p->canMapHostMemory = 1;
+    p->major = 9;
+    p->minor = 0;
+    p->multiProcessorCount = 132;
+    p->warpSize = 32;
+    p->maxThreadsPerBlock = 1024;
+    p->asyncEngineCount = 2;
+    p->concurrentKernels = 1;
+    p->hostRegisterSupported = 1;
+    p->memoryPoolsSupported = 1;
+    p->pciBusID = 1;
+    p->memoryBusWidth = 5120;
+    return cudaSuccess;
+}
+cudaError_t CUDARTAPI cudaGetDeviceProperties(struct cudaDeviceProp *p, int d) { BEGIN("cudaGetDeviceProperties"); return get_props(p, d); }
+cudaError_t CUDARTAPI cudaGetDeviceProperties_v2(struct cudaDeviceProp *p, int d) { BEGIN("cudaGetDeviceProperties_v2"); return get_props(p, d); }
+cudaError_t CUDARTAPI cudaMemGetInfo(size_t *f, size_t *t) { BEGIN("cudaMemGetInfo"); RET(d_cuMemGetInfo(f, t)); }
+
+/* ------------------------------------------------------------------ memory */
+
+cudaError_t CUDARTAPI cudaMalloc(void **p, size_t n) {
+    BEGIN("cudaMalloc");
+    if (!p) return rt_err(cudaErrorInvalidValue);
+    if (n == 0) { *p = NULL; return cudaSuccess; }
+    CUresult r = d_cuMemAlloc((CUdeviceptr *)p, n);
+    if (r == CUDA_ERROR_OUT_OF_MEMORY) return rt_err(cudaErrorMemoryAllocation);
+    RET(r);
+}
+cudaError_t CUDARTAPI cudaMallocManaged(void **p, size_t n, unsigned int flags) {
+    BEGIN("cudaMallocManaged");
+    if (!p || n == 0) return rt_err(cudaErrorInvalidValue);
+    CUresult r = d_cuMemAllocManaged((CUdeviceptr *)p, n, flags);
+    if (r == CUDA_ERROR_OUT_OF_MEMORY) return rt_err(cudaErrorMemoryAllocation);
+    RET(r);
+}
+cudaError_t CUDARTAPI cudaFree(void *p) {
+    BEGIN("cudaFree");
+    if (!p) return cudaSuccess;
+    RET(d_cuMemFree(DP(p)));
+}
+cudaError_t CUDARTAPI cudaHostAlloc(void **p, size_t n, unsigned int flags) {
+    BEGIN("cudaHostAlloc");
+    if (!p) return rt_err(cudaErrorInvalidValue);
+    CUresult r = d_cuMemHostAlloc(p, n, flags);
+    if (r == CUDA_ERROR_OUT_OF_MEMORY) return rt_err(cudaErrorMemoryAllocation);
+    RET(r);
+}
+cudaError_t CUDARTAPI cudaMallocHost(void **p, size_t n) {
+    BEGIN("cudaMallocHost");
+    if (!p) return rt_err(cudaErrorInvalidValue);
+    CUresult r = d_cuMemHostAlloc(p, n, 0);
+    if (r == CUDA_ERROR_OUT_OF_MEMORY) return rt_err(cudaErrorMemoryAllocation);
+    RET(r);
+}
+cudaError_t CUDARTAPI cudaFreeHost(void *p) {
+    BEGIN("cudaFreeHost");
+    if (!p) return cudaSuccess;
+    RET(d_cuMemFreeHost(p));
+}
+cudaError_t CUDARTAPI cudaHostRegister(void *p, size_t n, unsigned int flags) { BEGIN("cudaHostRegister"); RET(d_cuMemHostRegister(p, n, flags)); }
+cudaError_t CUDARTAPI cudaHostUnregister(void *p) { BEGIN("cudaHostUnregister"); RET(d_cuMemHostUnregister(p)); }
+
+/* 0 unregistered, 1 host (page-locked), 2 device, 3 managed */
+static int classify(const void *p) {
+    unsigned int mt = 0, managed = 0;
+    CUpointer_attribute at[2] = { CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_IS_MANAGED };
+    void *data[2] = { &mt, &managed };
+    if (d_cuPointerGetAttributes(2, at, data, DP(p)) != CUDA_SUCCESS) return 0;
+    if (managed) return 3;
+    return mt == CU_MEMORYTYPE_DEVICE ? 2 : mt == CU_MEMORYTYPE_HOST ? 1 : 0;
+}
+
+cudaError_t CUDARTAPI cudaPointerGetAttributes(struct cudaPointerAttributes *a, const void *p) {
+    BEGIN("cudaPointerGetAttributes");
+    if (!a) return rt_err(cudaErrorInvalidValue);
+    unsigned int mt = 0, managed = 0;
+    int ord = -2;
+    CUdeviceptr dp = 0;
+    void *hp = NULL;
+    CUpointer_attribute at[5] = { CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_IS_MANAGED,
+                                  CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, CU_POINTER_ATTRIBUTE_DEVICE_POINTER,
+                                  CU_POINTER_ATTRIBUTE_HOST_POINTER };
+    void *data[5] = { &mt, &managed, &ord, &dp, &hp };
+    CUresult r = d_cuPointerGetAttributes(5, at, data, DP(p));
+    if (r) RET(r);
+    memset(a, 0, sizeof *a);
+    a->type = managed ? cudaMemoryTypeManaged : mt == CU_MEMORYTYPE_DEVICE ? cudaMemoryTypeDevice
+              : mt == CU_MEMORYTYPE_HOST ? cudaMemoryTypeHost : cudaMemoryTypeUnregistered;
+    a->device = ord;
+    a->devicePointer = (void *)(uintptr_t)dp;
+    a->hostPointer = hp;
+    return cudaSuccess;
+}
+
+/* Validate a copy kind like the real runtime. */
+static cudaError_t check_kind(const void *dst, const void *src, enum cudaMemcpyKind kind) {
+    if ((unsigned)kind > cudaMemcpyDefault) return cudaErrorInvalidMemcpyDirection;
+    if (kind == cudaMemcpyDefault) return cudaSuccess;
+    int cs = classify(src), cd = classify(dst);
+    int src_dev = cs != 0, dst_dev = cd != 0, src_host = cs != 2, dst_host = cd != 2;
+    int ok = kind == cudaMemcpyHostToHost ? (src_host && dst_host)
+             : kind == cudaMemcpyHostToDevice ? (src_host && dst_dev)
+             : kind == cudaMemcpyDeviceToHost ? (src_dev && dst_host)
+             : (src_dev && dst_dev);
+    return ok ? cudaSuccess : cudaErrorInvalidValue;
+}
+
+static cudaError_t memcpy_common(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, cudaStream_t s, int pt, int async) {
+    if (n && (!dst || !src)) return rt_err(cudaErrorInvalidValue);
+    cudaError_t e = check_kind(dst, src, kind);
+    if (e) return rt_err(e);
+    if (n == 0) return cudaSuccess;
+    if (async) RET((pt ? dp_cuMemcpyAsync : d_cuMemcpyAsync)(DP(dst), DP(src), n, ST(s)));
+    RET((pt ? dp_cuMemcpy : d_cuMemcpy)(DP(dst), DP(src), n));
+}
+cudaError_t CUDARTAPI cudaMemcpy(void *dst, const void *src, size_t n, enum cudaMemcpyKind k) { BEGIN("cudaMemcpy"); return memcpy_common(dst, src, n, k, 0, 0, 0); }
+cudaError_t CUDARTAPI cudaMemcpy_ptds(void *dst, const void *src, size_t n, enum cudaMemcpyKind k) { BEGIN("cudaMemcpy_ptds"); return memcpy_common(dst, src, n, k, 0, 1, 0); }
+cudaError_t CUDARTAPI cudaMemcpyAsync(void *dst, const void *src, size_t n, enum cudaMemcpyKind k, cudaStream_t s) { BEGIN("cudaMemcpyAsync"); return memcpy_common(dst, src, n, k, s, 0, 1); }
+cudaError_t CUDARTAPI cudaMemcpyAsync_ptsz(void *dst, const void *src, size_t n, enum cudaMemcpyKind k, cudaStream_t s) { BEGIN("cudaMemcpyAsync_ptsz"); return memcpy_common(dst, src, n, k, s, 1, 1); }
+
+static cudaError_t memcpy2d_common(void *dst, size_t dpitch, const void *src, size_t spitch, size_t w, size_t h,
+                                   enum cudaMemcpyKind kind, cudaStream_t s, int pt, int async) {
+    if (w && h && (!dst || !src)) return rt_err(cudaErrorInvalidValue);
+    if (h > 1 && (w > dpitch || w > spitch)) return rt_err(cudaErrorInvalidPitchValue);
+    cudaError_t e = check_kind(dst, src, kind);
+    if (e) return rt_err(e);
+    if (!w || !h) return cudaSuccess;
+    CUDA_MEMCPY2D c;
+    memset(&c, 0, sizeof c);
+    c.srcMemoryType = CU_MEMORYTYPE_UNIFIED;
+    c.srcDevice = DP(src);
+    c.srcPitch = spitch;
+    c.dstMemoryType = CU_MEMORYTYPE_UNIFIED;
+    c.dstDevice = DP(dst);
+    c.dstPitch = dpitch;
+    c.WidthInBytes = w;
+    c.Height = h;
+    if (async) RET((pt ? dp_cuMemcpy2DAsync : d_cuMemcpy2DAsync)(&c, ST(s)));
+    RET((pt ? dp_cuMemcpy2D : d_cuMemcpy2D)(&c));
+}
+cudaError_t CUDARTAPI cudaMemcpy2D(void *dst, size_t dp, const void *src, size_t sp, size_t w, size_t h, enum cudaMemcpyKind k) { BEGIN("cudaMemcpy2D"); return memcpy2d_common(dst, dp, src, sp, w, h, k, 0, 0, 0); }
+cudaError_t CUDARTAPI cudaMemcpy2D_ptds(void *dst, size_t dp, const void *src, size_t sp, size_t w, size_t h, enum cudaMemcpyKind k) { BEGIN("cudaMemcpy2D_ptds"); return memcpy2d_common(dst, dp, src, sp, w, h, k, 0, 1, 0); }
+cudaError_t CUDARTAPI cudaMemcpy2DAsync(void *dst, size_t dp, const void *src, size_t sp, size_t w, size_t h, enum cudaMemcpyKind k, cudaStream_t s) { BEGIN("cudaMemcpy2DAsync"); return memcpy2d_common(dst, dp, src, sp, w, h, k, s, 0, 1); }
+cudaError_t CUDARTAPI cudaMemcpy2DAsync_ptsz(void *dst, size_t dp, const void *src, size_t sp, size_t w, size_t h, enum cudaMemcpyKind k, cudaStream_t s) { BEGIN("cudaMemcpy2DAsync_ptsz"); return memcpy2d_common(dst, dp, src, sp, w, h, k, s, 1, 1); }
+
+cudaError_t CUDARTAPI cudaMemset(void *p, int v, size_t n) { BEGIN("cudaMemset"); if (!n) return cudaSuccess; RET(d_cuMemsetD8(DP(p), (unsigned char)v, n)); }
+cudaError_t CUDARTAPI cudaMemset_ptds(void *p, int v, size_t n) { BEGIN("cudaMemset_ptds"); if (!n) return cudaSuccess; RET(dp_cuMemsetD8(DP(p), (unsigned char)v, n)); }
+cudaError_t CUDARTAPI cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s) { BEGIN("cudaMemsetAsync"); if (!n) return cudaSuccess; RET(d_cuMemsetD8Async(DP(p), (unsigned char)v, n, ST(s))); }
+cudaError_t CUDARTAPI cudaMemsetAsync_ptsz(void *p, int v, size_t n, cudaStream_t s) { BEGIN("cudaMemsetAsync_ptsz"); if (!n) return cudaSuccess; RET(dp_cuMemsetD8Async(DP(p), (unsigned char)v, n, ST(s))); }
+
+/* ------------------------------------------------------------------ hints */
+
+static CUmemLocation to_loc(struct cudaMemLocation l) {
+    CUmemLocation c;
+    memset(&c, 0, sizeof c);
+    c.type = (CUmemLocationType)l.type;
+    c.id = l.id;
+    return c;
+}
+#if UVMSIM_CUDART_MAJOR == 12
+cudaError_t CUDARTAPI cudaMemPrefetchAsync(const void *p, size_t n, int dev, cudaStream_t s) { BEGIN("cudaMemPrefetchAsync"); RET(d_prefetch_legacy(DP(p), n, dev, ST(s))); }
+cudaError_t CUDARTAPI cudaMemPrefetchAsync_ptsz(const void *p, size_t n, int dev, cudaStream_t s) { BEGIN("cudaMemPrefetchAsync_ptsz"); RET(dp_prefetch_legacy(DP(p), n, dev, ST(s))); }
+cudaError_t CUDARTAPI cudaMemPrefetchAsync_v2(const void *p, size_t n, struct cudaMemLocation l, unsigned int f, cudaStream_t s) { BEGIN("cudaMemPrefetchAsync_v2"); RET(d_cuMemPrefetchAsync(DP(p), n, to_loc(l), f, ST(s))); }
+cudaError_t CUDARTAPI cudaMemPrefetchAsync_v2_ptsz(const void *p, size_t n, struct cudaMemLocation l, unsigned int f, cudaStream_t s) { BEGIN("cudaMemPrefetchAsync_v2_ptsz"); RET(dp_cuMemPrefetchAsync(DP(p), n, to_loc(l), f, ST(s))); }
+cudaError_t CUDARTAPI cudaMemAdvise(const void *p, size_t n, enum cudaMemoryAdvise a, int dev) { BEGIN("cudaMemAdvise"); RET(d_advise_legacy(DP(p), n, (CUmem_advise)a, dev)); }
+cudaError_t CUDARTAPI cudaMemAdvise_v2(const void *p, size_t n, enum cudaMemoryAdvise a, struct cudaMemLocation l) { BEGIN("cudaMemAdvise_v2"); RET(d_cuMemAdvise(DP(p), n, (CUmem_advise)a, to_loc(l))); }
+#else
+cudaError_t CUDARTAPI cudaMemPrefetchAsync(const void *p, size_t n, struct cudaMemLocation l, unsigned int f, cudaStream_t s) { BEGIN("cudaMemPrefetchAsync"); RET(d_cuMemPrefetchAsync(DP(p), n, to_loc(l), f, ST(s))); }
+cudaError_t CUDARTAPI cudaMemPrefetchAsync_ptsz(const void *p, size_t n, struct cudaMemLocation l, unsigned int f, cudaStream_t s) { BEGIN("cudaMemPrefetchAsync_ptsz"); RET(dp_cuMemPrefetchAsync(DP(p), n, to_loc(l), f, ST(s))); }
+cudaError_t CUDARTAPI cudaMemAdvise(const void *p, size_t n, enum cudaMemoryAdvise a, struct cudaMemLocation l) { BEGIN("cudaMemAdvise"); RET(d_cuMemAdvise(DP(p), n, (CUmem_advise)a, to_loc(l))); }
+#endif
+cudaError_t CUDARTAPI cudaMemRangeGetAttribute(void *data, size_t sz, enum cudaMemRangeAttribute a, const void *p, size_t n) {
+    BEGIN("cudaMemRangeGetAttribute");
+    RET(d_cuMemRangeGetAttribute(data, sz, (CUmem_range_attribute)a, DP(p), n));
+}
+
+/* ------------------------------------------------------------------ streams */
+
+cudaError_t CUDARTAPI cudaStreamCreate(cudaStream_t *s) { BEGIN("cudaStreamCreate"); if (!s) return rt_err(cudaErrorInvalidValue); RET(d_cuStreamCreate((CUstream *)s, 0)); }
+cudaError_t CUDARTAPI cudaStreamCreateWithFlags(cudaStream_t *s, unsigned int f) { BEGIN("cudaStreamCreateWithFlags"); if (!s) return rt_err(cudaErrorInvalidValue); RET(d_cuStreamCreate((CUstream *)s, f)); }
+cudaError_t CUDARTAPI cudaStreamCreateWithPriority(cudaStream_t *s, unsigned int f, int p) { BEGIN("cudaStreamCreateWithPriority"); if (!s) return rt_err(cudaErrorInvalidValue); RET(d_cuStreamCreateWithPriority((CUstream *)s, f, p)); }
+cudaError_t CUDARTAPI cudaStreamDestroy(cudaStream_t s) { BEGIN("cudaStreamDestroy"); RET(d_cuStreamDestroy(ST(s))); }
+cudaError_t CUDARTAPI cudaStreamSynchronize(cudaStream_t s) { BEGIN("cudaStreamSynchronize"); RET(d_cuStreamSynchronize(ST(s))); }
+cudaError_t CUDARTAPI cudaStreamSynchronize_ptsz(cudaStream_t s) { BEGIN("cudaStreamSynchronize_ptsz"); RET(dp_cuStreamSynchronize(ST(s))); }
+cudaError_t CUDARTAPI cudaStreamQuery(cudaStream_t s) { BEGIN("cudaStreamQuery"); RET(d_cuStreamQuery(ST(s))); }
+cudaError_t CUDARTAPI cudaStreamQuery_ptsz(cudaStream_t s) { BEGIN("cudaStreamQuery_ptsz"); RET(dp_cuStreamQuery(ST(s))); }
+cudaError_t CUDARTAPI cudaStreamGetFlags(cudaStream_t s, unsigned int *f) { BEGIN("cudaStreamGetFlags"); RET(d_cuStreamGetFlags(ST(s), f)); }
+cudaError_t CUDARTAPI cudaStreamGetFlags_ptsz(cudaStream_t s, unsigned int *f) { BEGIN("cudaStreamGetFlags_ptsz"); RET(dp_cuStreamGetFlags(ST(s), f)); }
+cudaError_t CUDARTAPI cudaStreamGetPriority(cudaStream_t s, int *p) { BEGIN("cudaStreamGetPriority"); RET(d_cuStreamGetPriority(ST(s), p)); }
+cudaError_t CUDARTAPI cudaStreamGetPriority_ptsz(cudaStream_t s, int *p) { BEGIN("cudaStreamGetPriority_ptsz"); RET(dp_cuStreamGetPriority(ST(s), p)); }
+cudaError_t CUDARTAPI cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int f) { BEGIN("cudaStreamWaitEvent"); RET(d_cuStreamWaitEvent(ST(s), (CUevent)e, f)); }
+cudaError_t CUDARTAPI cudaStreamWaitEvent_ptsz(cudaStream_t s, cudaEvent_t e, unsigned int f) { BEGIN("cudaStreamWaitEvent_ptsz"); RET(dp_cuStreamWaitEvent(ST(s), (CUevent)e, f)); }
+cudaError_t CUDARTAPI cudaLaunchHostFunc(cudaStream_t s, cudaHostFn_t fn, void *ud) { BEGIN("cudaLaunchHostFunc"); RET(d_cuLaunchHostFunc(ST(s), fn, ud)); }
+cudaError_t CUDARTAPI cudaLaunchHostFunc_ptsz(cudaStream_t s, cudaHostFn_t fn, void *ud) { BEGIN("cudaLaunchHostFunc_ptsz"); RET(dp_cuLaunchHostFunc(ST(s), fn, ud)); }
+
+/* ------------------------------------------------------------------ events */
+
+cudaError_t CUDARTAPI cudaEventCreate(cudaEvent_t *e) { BEGIN("cudaEventCreate"); if (!e) return rt_err(cudaErrorInvalidValue); RET(d_cuEventCreate((CUevent *)e, 0)); }
+cudaError_t CUDARTAPI cudaEventCreateWithFlags(cudaEvent_t *e, unsigned int f) { BEGIN("cudaEventCreateWithFlags"); if (!e) return rt_err(cudaErrorInvalidValue); RET(d_cuEventCreate((CUevent *)e, f)); }
+cudaError_t CUDARTAPI cudaEventRecord(cudaEvent_t e, cudaStream_t s) { BEGIN("cudaEventRecord"); RET(d_cuEventRecord((CUevent)e, ST(s))); }
+cudaError_t CUDARTAPI cudaEventRecord_ptsz(cudaEvent_t e, cudaStream_t s) { BEGIN("cudaEventRecord_ptsz"); RET(dp_cuEventRecord((CUevent)e, ST(s))); }
+cudaError_t CUDARTAPI cudaEventRecordWithFlags(cudaEvent_t e, cudaStream_t s, unsigned int f) { BEGIN("cudaEventRecordWithFlags"); RET(d_cuEventRecordWithFlags((CUevent)e, ST(s), f)); }
+cudaError_t CUDARTAPI cudaEventRecordWithFlags_ptsz(cudaEvent_t e, cudaStream_t s, unsigned int f) { BEGIN("cudaEventRecordWithFlags_ptsz"); RET(dp_cuEventRecordWithFlags((CUevent)e, ST(s), f)); }
+cudaError_t CUDARTAPI cudaEventQuery(cudaEvent_t e) { BEGIN("cudaEventQuery"); RET(d_cuEventQuery((CUevent)e)); }
+cudaError_t CUDARTAPI cudaEventSynchronize(cudaEvent_t e) { BEGIN("cudaEventSynchronize"); RET(d_cuEventSynchronize((CUevent)e)); }
+cudaError_t CUDARTAPI cudaEventDestroy(cudaEvent_t e) { BEGIN("cudaEventDestroy"); RET(d_cuEventDestroy((CUevent)e)); }
+cudaError_t CUDARTAPI cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) { BEGIN("cudaEventElapsedTime"); RET(d_cuEventElapsedTime(ms, (CUevent)a, (CUevent)b)); }
+
+/* ------------------------------------------------------------------ capture */
+
+cudaError_t CUDARTAPI cudaStreamBeginCapture(cudaStream_t s, enum cudaStreamCaptureMode m) { BEGIN("cudaStreamBeginCapture"); RET(d_cuStreamBeginCapture(ST(s), (CUstreamCaptureMode)m)); }
+cudaError_t CUDARTAPI cudaStreamBeginCapture_ptsz(cudaStream_t s, enum cudaStreamCaptureMode m) { BEGIN("cudaStreamBeginCapture_ptsz"); RET(dp_cuStreamBeginCapture(ST(s), (CUstreamCaptureMode)m)); }
+cudaError_t CUDARTAPI cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *g) { BEGIN("cudaStreamEndCapture"); RET(d_cuStreamEndCapture(ST(s), (CUgraph *)g)); }
+cudaError_t CUDARTAPI cudaStreamEndCapture_ptsz(cudaStream_t s, cudaGraph_t *g) { BEGIN("cudaStreamEndCapture_ptsz"); RET(dp_cuStreamEndCapture(ST(s), (CUgraph *)g)); }
+cudaError_t CUDARTAPI cudaStreamIsCapturing(cudaStream_t s, enum cudaStreamCaptureStatus *st) { BEGIN("cudaStreamIsCapturing"); if (!st) return rt_err(cudaErrorInvalidValue); RET(d_cuStreamIsCapturing(ST(s), (CUstreamCaptureStatus *)st)); }
+cudaError_t CUDARTAPI cudaStreamIsCapturing_ptsz(cudaStream_t s, enum cudaStreamCaptureStatus *st) { BEGIN("cudaStreamIsCapturing_ptsz"); if (!st) return rt_err(cudaErrorInvalidValue); RET(dp_cuStreamIsCapturing(ST(s), (CUstreamCaptureStatus *)st)); }
+
+static cudaError_t capinfo(int pt, cudaStream_t s, enum cudaStreamCaptureStatus *st, unsigned long long *id, cudaGraph_t *g,
+                           const cudaGraphNode_t **d, const cudaGraphEdgeData **e, size_t *n) {
+    if (!st) return rt_err(cudaErrorInvalidValue);
+    RET((pt ? dp_cuStreamGetCaptureInfo : d_cuStreamGetCaptureInfo)(ST(s), (CUstreamCaptureStatus *)st, (cuuint64_t *)id,
+                                                                  (CUgraph *)g, (const CUgraphNode **)d,
+                                                                  (const CUgraphEdgeData **)e, n));
+}
+#if UVMSIM_CUDART_MAJOR == 12
+/* CUDA 12's cudaStreamGetCaptureInfo took (stream, status, id): touch only those three */
+cudaError_t CUDARTAPI cudaStreamGetCaptureInfo(cudaStream_t s, enum cudaStreamCaptureStatus *st, unsigned long long *id, cudaGraph_t *g, const cudaGraphNode_t **d, const cudaGraphEdgeData **e, size_t *n) {
+    BEGIN("cudaStreamGetCaptureInfo"); (void)g; (void)d; (void)e; (void)n; return capinfo(0, s, st, id, NULL, NULL, NULL, NULL);
+}
+cudaError_t CUDARTAPI cudaStreamGetCaptureInfo_ptsz(cudaStream_t s, enum cudaStreamCaptureStatus *st, unsigned long long *id, cudaGraph_t *g, const cudaGraphNode_t **d, const cudaGraphEdgeData **e, size_t *n) {
+    BEGIN("cudaStreamGetCaptureInfo_ptsz"); (void)g; (void)d; (void)e; (void)n; return capinfo(1, s, st, id, NULL, NULL, NULL, NULL);
+}
+cudaError_t CUDARTAPI cudaStreamGetCaptureInfo_v2(cudaStream_t s, enum cudaStreamCaptureStatus *st, unsigned long long *id, cudaGraph_t *g, const cudaGraphNode_t **d, size_t *n) { BEGIN("cudaStreamGetCaptureInfo_v2"); return capinfo(0, s, st, id, g, d, NULL, n); }
+cudaError_t CUDARTAPI cudaStreamGetCaptureInfo_v2_ptsz(cudaStream_t s, enum cudaStreamCaptureStatus *st, unsigned long long *id, cudaGraph_t *g, const cudaGraphNode_t **d, size_t *n) { BEGIN("cudaStreamGetCaptureInfo_v2_ptsz"); return capinfo(1, s, st, id, g, d, NULL, n); }
+cudaError_t CUDARTAPI cudaStreamGetCaptureInfo_v3(cudaStream_t s, enum cudaStreamCaptureStatus *st, unsigned long long *id, cudaGraph_t *g, const cudaGraphNode_t **d, const cudaGraphEdgeData **e, size_t *n) { BEGIN("cudaStreamGetCaptureInfo_v3"); return capinfo(0, s, st, id, g, d, e, n); }
+#else
+cudaError_t CUDARTAPI cudaStreamGetCaptureInfo(cudaStream_t s, enum cudaStreamCaptureStatus *st, unsigned long long *id, cudaGraph_t *g, const cudaGraphNode_t **d, const cudaGraphEdgeData **e, size_t *n) { BEGIN("cudaStreamGetCaptureInfo"); return capinfo(0, s, st, id, g, d, e, n); }
+cudaError_t CUDARTAPI cudaStreamGetCaptureInfo_ptsz(cudaStream_t s, enum cudaStreamCaptureStatus *st, unsigned long long *id, cudaGraph_t *g, const cudaGraphNode_t **d, const cudaGraphEdgeData **e, size_t *n) { BEGIN("cudaStreamGetCaptureInfo_ptsz"); return capinfo(1, s, st, id, g, d, e, n); }
+#endif
+cudaError_t CUDARTAPI cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMode *m) {
+    BEGIN("cudaThreadExchangeStreamCaptureMode");
+    RET(d_cuThreadExchangeStreamCaptureMode((CUstreamCaptureMode *)m));
+}
+cudaError_t CUDARTAPI cudaGraphDestroy(cudaGraph_t g) { BEGIN("cudaGraphDestroy"); RET(d_cuGraphDestroy((CUgraph)g)); }
+
+/* ------------------------------------------------------------------ driver entry points */
+
+static cudaError_t entry_point(const char *sym, void **fp, unsigned ver, unsigned long long flags, enum cudaDriverEntryPointQueryResult *st) {
+    if (!sym || !fp) return rt_err(cudaErrorInvalidValue);
+    CUdriverProcAddressQueryResult r = CU_GET_PROC_ADDRESS_SUCCESS;
+    CUresult c = d_cuGetProcAddress(sym, fp, (int)ver, (cuuint64_t)flags, &r);
+    if (st) *st = (enum cudaDriverEntryPointQueryResult)r;
+    if (c == CUDA_ERROR_NOT_FOUND) return cudaSuccess; /* reported through driverStatus */
+    RET(c);
+}
+cudaError_t CUDARTAPI cudaGetDriverEntryPoint(const char *sym, void **fp, unsigned long long flags, enum cudaDriverEntryPointQueryResult *st) { BEGIN("cudaGetDriverEntryPoint"); return entry_point(sym, fp, RT_VERSION, flags, st); }
+cudaError_t CUDARTAPI cudaGetDriverEntryPoint_ptsz(const char *sym, void **fp, unsigned long long flags, enum cudaDriverEntryPointQueryResult *st) { BEGIN("cudaGetDriverEntryPoint_ptsz"); return entry_point(sym, fp, RT_VERSION, flags ? flags : cudaEnablePerThreadDefaultStream, st); }
+cudaError_t CUDARTAPI cudaGetDriverEntryPointByVersion(const char *sym, void **fp, unsigned int v, unsigned long long flags, enum cudaDriverEntryPointQueryResult *st) { BEGIN("cudaGetDriverEntryPointByVersion"); return entry_point(sym, fp, v, flags, st); }
+cudaError_t CUDARTAPI cudaGetDriverEntryPointByVersion_ptsz(const char *sym, void **fp, unsigned int v, unsigned long long flags, enum cudaDriverEntryPointQueryResult *st) { BEGIN("cudaGetDriverEntryPointByVersion_ptsz"); return entry_point(sym, fp, v, flags ? flags : cudaEnablePerThreadDefaultStream, st); }

@@ -1,0 +1,574 @@
+/* sim_selftest.c: proves the simulator's own behaviours (async copies, stream ordering, capture,
+ * faults, last error, pointer attributes, entry-point lookup, hints, the CUDA 12 flavour). */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+
+#include "uvmsim.h"
+
+/* declared by the header only under CUDA_API_PER_THREAD_DEFAULT_STREAM */
+cudaError_t cudaLaunchHostFunc_ptsz(cudaStream_t stream, cudaHostFn_t fn, void *userData);
+
+static int g_fail;
+#define CHECK(c)                                                                                       \
+    do {                                                                                               \
+        if (!(c)) {                                                                                    \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c);                      \
+            g_fail++;                                                                                  \
+        }                                                                                              \
+    } while (0)
+#define EQ(a, b)                                                                                       \
+    do {                                                                                               \
+        long long a_ = (long long)(a), b_ = (long long)(b);                                            \
+        if (a_ != b_) {                                                                                \
+            fprintf(stderr, "%s:%d: %s == %lld, expected %s == %lld\n", __FILE__, __LINE__, #a, a_, #b, b_); \
+            g_fail++;                                                                                  \
+        }                                                                                              \
+    } while (0)
+
+#define MIB ((size_t)1 << 20)
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static int all_bytes(const void *p, int v, size_t n) {
+    const unsigned char *c = p;
+    for (size_t i = 0; i < n; i++)
+        if (c[i] != (unsigned char)v) return 0;
+    return 1;
+}
+
+/* ------------------------------------------------------------------ contexts */
+
+static void *no_ctx_thread(void *arg) {
+    (void)arg;
+    CUcontext c = (CUcontext)1;
+    EQ(cuCtxGetCurrent(&c), CUDA_SUCCESS);
+    CHECK(c == NULL);
+    CUdeviceptr p;
+    EQ(cuMemAlloc(&p, 4096), CUDA_ERROR_INVALID_CONTEXT);
+    CUstream s;
+    EQ(cuStreamCreate(&s, 0), CUDA_ERROR_INVALID_CONTEXT);
+    int n = 0;
+    EQ(cudaGetDeviceCount(&n), cudaSuccess); /* a runtime call makes the primary context current */
+    EQ(cuCtxGetCurrent(&c), CUDA_SUCCESS);
+    CHECK(c != NULL);
+    return NULL;
+}
+
+static void test_context(void) {
+    EQ(cudaFree(NULL), cudaSuccess);
+    CUcontext c = NULL, pc = NULL;
+    EQ(cuCtxGetCurrent(&c), CUDA_SUCCESS);
+    EQ(cuDevicePrimaryCtxRetain(&pc, 0), CUDA_SUCCESS);
+    CHECK(c != NULL && c == pc);
+    pthread_t t;
+    pthread_create(&t, NULL, no_ctx_thread, NULL);
+    pthread_join(t, NULL);
+    int v = 0;
+    EQ(cudaRuntimeGetVersion(&v), cudaSuccess);
+    EQ(v, 13000);
+    struct cudaDeviceProp prop;
+    EQ(cudaGetDeviceProperties(&prop, 0), cudaSuccess);
+    CHECK(strstr(prop.name, "simulated") != NULL);
+    EQ(prop.managedMemory, 1);
+    EQ(prop.concurrentManagedAccess, 1);
+}
+
+/* ------------------------------------------------------------------ async copies */
+
+static void test_async_copy(void) {
+    const size_t n = 4 * MIB;
+    char *src, *pinned;
+    EQ(cudaMallocManaged((void **)&src, n, cudaMemAttachGlobal), cudaSuccess);
+    memset(src, 0xAB, n);
+    unsigned long long pin0 = uvmsim_pinned_bytes();
+    EQ(cudaHostAlloc((void **)&pinned, n, cudaHostAllocDefault), cudaSuccess);
+    EQ(uvmsim_pinned_bytes(), pin0 + n);
+    CHECK(uvmsim_pinned_peak() >= pin0 + n);
+    memset(pinned, 0, n);
+    cudaStream_t s;
+    EQ(cudaStreamCreate(&s), cudaSuccess);
+    uvmsim_reset();
+    uvmsim_set_op_delay_us(50000);
+
+    /* pinned destination: the call returns at once, the bytes arrive later */
+    double t0 = now_ms();
+    EQ(cudaMemcpyAsync(pinned, src, n, cudaMemcpyDeviceToHost, s), cudaSuccess);
+    CHECK(now_ms() - t0 < 40);
+    CHECK(pinned[0] == 0 && pinned[n - 1] == 0); /* stale */
+    EQ(uvmsim_copies(), 0);
+    EQ(cudaStreamQuery(s), cudaErrorNotReady);
+    EQ(cudaGetLastError(), cudaSuccess); /* NotReady is not an error */
+    EQ(cudaStreamSynchronize(s), cudaSuccess);
+    CHECK(all_bytes(pinned, 0xAB, n));
+    EQ(uvmsim_copies(), 1);
+    EQ(uvmsim_bytes_copied(), n);
+    EQ(uvmsim_calls("cudaMemcpyAsync"), 1);
+    EQ(uvmsim_calls("cuMemcpyAsync"), 0);          /* runtime-internal driver calls are private */
+    EQ(uvmsim_calls("cuPointerGetAttributes"), 0);
+
+    /* pageable destination: the async call returns only after the copy ran */
+    char *pageable = calloc(1, n);
+    t0 = now_ms();
+    EQ(cudaMemcpyAsync(pageable, src, n, cudaMemcpyDeviceToHost, s), cudaSuccess);
+    CHECK(now_ms() - t0 >= 45);
+    CHECK(all_bytes(pageable, 0xAB, n));
+
+    /* events: pending until the stream gets there */
+    cudaEvent_t a, b;
+    unsigned long long ev0 = uvmsim_live_events();
+    EQ(cudaEventCreate(&a), cudaSuccess);
+    EQ(cudaEventCreate(&b), cudaSuccess);
+    EQ(uvmsim_live_events(), ev0 + 2);
+    EQ(cudaEventRecord(a, s), cudaSuccess);
+    EQ(cudaMemsetAsync(src, 0x11, n, s), cudaSuccess);
+    EQ(cudaMemcpyAsync(pinned, src, n, cudaMemcpyDefault, s), cudaSuccess);
+    EQ(cudaEventRecord(b, s), cudaSuccess);
+    EQ(cudaEventQuery(b), cudaErrorNotReady);
+    EQ(cudaEventSynchronize(b), cudaSuccess);
+    EQ(cudaEventQuery(b), cudaSuccess);
+    CHECK(all_bytes(pinned, 0x11, n));
+    float ms = -1;
+    EQ(cudaEventElapsedTime(&ms, a, b), cudaSuccess);
+    CHECK(ms >= 90);
+    EQ(cudaEventDestroy(a), cudaSuccess);
+    EQ(cudaEventDestroy(b), cudaSuccess);
+    EQ(uvmsim_live_events(), ev0);
+
+    /* 2-D copy */
+    memset(src, 7, n);
+    memset(pinned, 0, n);
+    EQ(cudaMemcpy2DAsync(pinned, 256, src, 512, 128, 16, cudaMemcpyDeviceToHost, s), cudaSuccess);
+    EQ(cudaStreamSynchronize(s), cudaSuccess);
+    CHECK(pinned[0] == 7 && pinned[127] == 7 && pinned[128] == 0 && pinned[15 * 256 + 127] == 7);
+
+    uvmsim_set_op_delay_us(0);
+    /* errors */
+    EQ(cudaMemcpyAsync(pinned, NULL, n, cudaMemcpyDeviceToHost, s), cudaErrorInvalidValue);
+    EQ(cudaMemcpyAsync(pinned, pageable, n, cudaMemcpyDeviceToHost, s), cudaErrorInvalidValue); /* source not device */
+    EQ(cudaMemcpyAsync(pinned, src, n, (enum cudaMemcpyKind)9, s), cudaErrorInvalidMemcpyDirection);
+    EQ(cudaMemcpyAsync(pinned, src, n, cudaMemcpyDeviceToHost, (cudaStream_t)(uintptr_t)0x1234), cudaErrorInvalidResourceHandle);
+    EQ(cudaGetLastError(), cudaErrorInvalidResourceHandle);
+    EQ(cudaGetLastError(), cudaSuccess);
+
+    EQ(cudaStreamDestroy(s), cudaSuccess);
+    free(pageable);
+    EQ(cudaFreeHost(pinned), cudaSuccess);
+    EQ(uvmsim_pinned_bytes(), pin0);
+    EQ(cudaFree(src), cudaSuccess);
+}
+
+/* ------------------------------------------------------------------ legacy vs per-thread streams */
+
+struct stamp { double t; pthread_t th; };
+static void sleeper(void *arg) { (void)arg; usleep(100000); }
+static void stamp_fn(void *arg) {
+    struct stamp *s = arg;
+    s->t = now_ms();
+    s->th = pthread_self();
+}
+
+static void *ptds_thread(void *arg) {
+    struct stamp *st = arg;
+    EQ(cudaLaunchHostFunc(cudaStreamPerThread, stamp_fn, st), cudaSuccess);
+    EQ(cudaStreamSynchronize(cudaStreamPerThread), cudaSuccess);
+    return NULL;
+}
+
+static void test_streams(void) {
+    cudaStream_t blocking, nonblocking;
+    unsigned long long live0 = uvmsim_live_streams();
+    EQ(cudaStreamCreate(&blocking), cudaSuccess);
+    EQ(cudaStreamCreateWithFlags(&nonblocking, cudaStreamNonBlocking), cudaSuccess);
+    EQ(uvmsim_live_streams(), live0 + 2);
+
+    /* legacy-stream work waits for earlier blocking-stream work; non-blocking streams do not */
+    struct stamp leg = { 0 }, nb = { 0 }, blk = { 0 };
+    double t0 = now_ms();
+    EQ(cudaLaunchHostFunc(blocking, sleeper, NULL), cudaSuccess);
+    EQ(cudaLaunchHostFunc(0, stamp_fn, &leg), cudaSuccess);
+    EQ(cudaLaunchHostFunc(nonblocking, stamp_fn, &nb), cudaSuccess);
+    EQ(cudaLaunchHostFunc(blocking, stamp_fn, &blk), cudaSuccess);
+    EQ(cudaDeviceSynchronize(), cudaSuccess);
+    CHECK(leg.t - t0 >= 95);
+    CHECK(nb.t - t0 < 90);
+    CHECK(blk.t >= leg.t);
+
+    /* later blocking-stream work waits for earlier legacy work */
+    struct stamp b2 = { 0 }, n2 = { 0 };
+    t0 = now_ms();
+    EQ(cudaLaunchHostFunc(cudaStreamLegacy, sleeper, NULL), cudaSuccess);
+    EQ(cudaLaunchHostFunc(blocking, stamp_fn, &b2), cudaSuccess);
+    EQ(cudaLaunchHostFunc(nonblocking, stamp_fn, &n2), cudaSuccess);
+    EQ(cudaStreamSynchronize(blocking), cudaSuccess);
+    EQ(cudaStreamSynchronize(nonblocking), cudaSuccess);
+    CHECK(b2.t - t0 >= 95);
+    CHECK(n2.t - t0 < 90);
+
+    /* per-thread default stream: its own queue per host thread, distinct from legacy */
+    struct stamp l3 = { 0 }, p3 = { 0 }, q3 = { 0 }, z3 = { 0 };
+    EQ(cudaLaunchHostFunc(0, stamp_fn, &l3), cudaSuccess);
+    EQ(cudaLaunchHostFunc(cudaStreamPerThread, stamp_fn, &p3), cudaSuccess);
+    EQ(cudaLaunchHostFunc_ptsz(0, stamp_fn, &z3), cudaSuccess); /* 0 through _ptsz = per-thread */
+    pthread_t t;
+    pthread_create(&t, NULL, ptds_thread, &q3);
+    pthread_join(t, NULL);
+    EQ(cudaDeviceSynchronize(), cudaSuccess);
+    CHECK(!pthread_equal(l3.th, p3.th));
+    CHECK(pthread_equal(p3.th, z3.th));
+    CHECK(!pthread_equal(p3.th, q3.th));
+
+    EQ(cudaStreamDestroy(blocking), cudaSuccess);
+    EQ(cudaStreamDestroy(nonblocking), cudaSuccess);
+    EQ(uvmsim_live_streams(), live0);
+    EQ(cudaStreamDestroy(blocking), cudaErrorInvalidResourceHandle);
+    cudaGetLastError();
+}
+
+/* ------------------------------------------------------------------ capture */
+
+static void *other_thread_malloc(void *arg) {
+    void *p = NULL;
+    *(cudaError_t *)arg = cudaMalloc(&p, 4096);
+    if (!*(cudaError_t *)arg) cudaFree(p);
+    return NULL;
+}
+
+static void test_capture(void) {
+    const size_t n = MIB;
+    char *src, *pinned, *pageable = calloc(1, n);
+    EQ(cudaMallocManaged((void **)&src, n, cudaMemAttachGlobal), cudaSuccess);
+    EQ(cudaMallocHost((void **)&pinned, n), cudaSuccess);
+    memset(src, 3, n);
+    memset(pinned, 0, n);
+    cudaStream_t s;
+    EQ(cudaStreamCreate(&s), cudaSuccess);
+    uvmsim_reset();
+
+    /* a valid capture records the copy without running it */
+    enum cudaStreamCaptureStatus st;
+    EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
+    EQ(cudaStreamIsCapturing(s, &st), cudaSuccess);
+    EQ(st, cudaStreamCaptureStatusActive);
+    unsigned long long id = 0;
+    EQ(cudaStreamGetCaptureInfo(s, &st, &id, NULL, NULL, NULL, NULL), cudaSuccess);
+    CHECK(id != 0);
+    EQ(cudaMemcpyAsync(pinned, src, n, cudaMemcpyDeviceToHost, s), cudaSuccess);
+    cudaEvent_t ev;
+    EQ(cudaEventCreate(&ev), cudaSuccess);
+    EQ(cudaEventRecord(ev, s), cudaSuccess);
+    EQ(cudaEventQuery(ev), cudaErrorCapturedEvent);
+    EQ(cudaGetLastError(), cudaErrorCapturedEvent);
+    EQ(cudaStreamIsCapturing(0, &st), cudaErrorStreamCaptureImplicit);
+    cudaGetLastError();
+    cudaGraph_t g = NULL;
+    EQ(cudaStreamEndCapture(s, &g), cudaSuccess);
+    CHECK(g != NULL);
+    EQ(cudaGraphDestroy(g), cudaSuccess);
+    EQ(cudaStreamSynchronize(s), cudaSuccess);
+    EQ(uvmsim_copies(), 0);
+    CHECK(pinned[0] == 0);
+    EQ(cudaStreamIsCapturing(s, &st), cudaSuccess);
+    EQ(st, cudaStreamCaptureStatusNone);
+
+    /* a forbidden call fails with 900 and invalidates; EndCapture then fails with 901 */
+    void *p = NULL;
+    EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
+    EQ(cudaMalloc(&p, 4096), cudaErrorStreamCaptureUnsupported);
+    EQ(cudaStreamIsCapturing(s, &st), cudaSuccess);
+    EQ(st, cudaStreamCaptureStatusInvalidated);
+    EQ(cudaMemcpyAsync(pinned, src, n, cudaMemcpyDeviceToHost, s), cudaErrorStreamCaptureInvalidated);
+    g = (cudaGraph_t)1;
+    EQ(cudaStreamEndCapture(s, &g), cudaErrorStreamCaptureInvalidated);
+    CHECK(g == NULL);
+    EQ(cudaGetLastError(), cudaErrorStreamCaptureInvalidated);
+
+    /* each unsafe call on the capturing stream */
+    EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
+    EQ(cudaStreamSynchronize(s), cudaErrorStreamCaptureUnsupported);
+    EQ(cudaStreamEndCapture(s, &g), cudaErrorStreamCaptureInvalidated);
+    EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
+    EQ(cudaMemcpyAsync(pageable, src, n, cudaMemcpyDeviceToHost, s), cudaErrorStreamCaptureUnsupported);
+    EQ(cudaStreamEndCapture(s, &g), cudaErrorStreamCaptureInvalidated);
+    EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
+    struct cudaMemLocation host = { cudaMemLocationTypeHost, 0 };
+    EQ(cudaMemPrefetchAsync(src, n, host, 0, s), cudaErrorStreamCaptureUnsupported);
+    EQ(cudaStreamEndCapture(s, &g), cudaErrorStreamCaptureInvalidated);
+    EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
+    EQ(cudaMemcpyAsync(pinned, src, n, cudaMemcpyDeviceToHost, 0), cudaErrorStreamCaptureImplicit);
+    EQ(cudaStreamEndCapture(s, &g), cudaErrorStreamCaptureInvalidated);
+
+    /* modes: another thread's global capture forbids cudaMalloc here; thread-local and relaxed do not */
+    cudaError_t e = cudaSuccess;
+    pthread_t t;
+    EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
+    pthread_create(&t, NULL, other_thread_malloc, &e);
+    pthread_join(t, NULL);
+    EQ(e, cudaErrorStreamCaptureUnsupported);
+    EQ(cudaStreamEndCapture(s, &g), cudaErrorStreamCaptureInvalidated);
+    EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+    pthread_create(&t, NULL, other_thread_malloc, &e);
+    pthread_join(t, NULL);
+    EQ(e, cudaSuccess);
+    enum cudaStreamCaptureMode m = cudaStreamCaptureModeRelaxed;
+    EQ(cudaThreadExchangeStreamCaptureMode(&m), cudaSuccess);
+    EQ(m, cudaStreamCaptureModeGlobal);
+    EQ(cudaMalloc(&p, 4096), cudaSuccess); /* relaxed: allowed even during our own capture */
+    EQ(cudaThreadExchangeStreamCaptureMode(&m), cudaSuccess);
+    EQ(cudaStreamEndCapture(s, &g), cudaSuccess);
+    EQ(cudaGraphDestroy(g), cudaSuccess);
+    EQ(cudaFree(p), cudaSuccess);
+    EQ(cudaEventDestroy(ev), cudaSuccess);
+
+    /* capture on the legacy stream is refused */
+    EQ(cudaStreamBeginCapture(0, cudaStreamCaptureModeGlobal), cudaErrorStreamCaptureUnsupported);
+    cudaGetLastError();
+    EQ(cudaStreamDestroy(s), cudaSuccess);
+    EQ(cudaFreeHost(pinned), cudaSuccess);
+    EQ(cudaFree(src), cudaSuccess);
+    free(pageable);
+}
+
+/* ------------------------------------------------------------------ faults and last error */
+
+static void test_faults(void) {
+    const size_t n = 64 * 1024;
+    char *src, *dst;
+    EQ(cudaMallocManaged((void **)&src, n, cudaMemAttachGlobal), cudaSuccess);
+    EQ(cudaMallocHost((void **)&dst, n), cudaSuccess);
+    memset(src, 9, n);
+    uvmsim_reset();
+    uvmsim_fail_nth("cudaMemcpyAsync", 2, cudaErrorInvalidValue);
+    EQ(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, 0), cudaSuccess);
+    EQ(cudaStreamSynchronize(0), cudaSuccess);
+    EQ(cudaPeekAtLastError(), cudaSuccess);
+    memset(dst, 0, n);
+    EQ(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, 0), cudaErrorInvalidValue);
+    EQ(cudaStreamSynchronize(0), cudaSuccess);
+    CHECK(dst[0] == 0); /* the failing call did nothing */
+    EQ(uvmsim_copies(), 1);
+    EQ(cudaPeekAtLastError(), cudaErrorInvalidValue);
+    EQ(cudaGetLastError(), cudaErrorInvalidValue);
+    EQ(cudaGetLastError(), cudaSuccess);
+    EQ(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, 0), cudaSuccess);
+    EQ(uvmsim_calls("cudaMemcpyAsync"), 3);
+    /* driver names fault independently */
+    uvmsim_fail_nth("cuMemcpyDtoH_v2", 1, CUDA_ERROR_OUT_OF_MEMORY);
+    EQ(cuMemcpyDtoH(dst, (CUdeviceptr)src, n), CUDA_ERROR_OUT_OF_MEMORY);
+    EQ(cuMemcpyDtoH(dst, (CUdeviceptr)src, n), CUDA_SUCCESS);
+    EQ(uvmsim_calls("cuMemcpyDtoH_v2"), 2);
+    /* reset clears pending faults */
+    uvmsim_fail_nth("cudaMemset", 1, cudaErrorUnknown);
+    uvmsim_reset();
+    EQ(cudaMemset(src, 0, n), cudaSuccess);
+    EQ(cudaFreeHost(dst), cudaSuccess);
+    EQ(cudaFree(src), cudaSuccess);
+}
+
+/* ------------------------------------------------------------------ pointer attributes */
+
+static void test_pointers(void) {
+    const size_t n = 6 * MIB;
+    char *m, *d, *h;
+    char *plain = malloc(4096);
+    EQ(cudaMallocManaged((void **)&m, n, cudaMemAttachGlobal), cudaSuccess);
+    EQ(cudaMalloc((void **)&d, MIB), cudaSuccess);
+    EQ(cudaMallocHost((void **)&h, MIB), cudaSuccess);
+    struct cudaPointerAttributes a;
+    EQ(cudaPointerGetAttributes(&a, m), cudaSuccess);
+    EQ(a.type, cudaMemoryTypeManaged);
+    EQ(a.device, 0);
+    EQ(cudaPointerGetAttributes(&a, m + n - 1), cudaSuccess);
+    EQ(a.type, cudaMemoryTypeManaged);
+    EQ(cudaPointerGetAttributes(&a, d + 100), cudaSuccess);
+    EQ(a.type, cudaMemoryTypeDevice);
+    CHECK(a.hostPointer == NULL);
+    EQ(cudaPointerGetAttributes(&a, h), cudaSuccess);
+    EQ(a.type, cudaMemoryTypeHost);
+    EQ(cudaPointerGetAttributes(&a, plain), cudaSuccess);
+    EQ(a.type, cudaMemoryTypeUnregistered);
+    EQ(cudaGetLastError(), cudaSuccess);
+
+    unsigned int managed = 7, mt = 7;
+    CUdeviceptr start = 0;
+    size_t size = 0;
+    int ord = 7;
+    CUcontext ctx = NULL;
+    CUpointer_attribute at[6] = { CU_POINTER_ATTRIBUTE_IS_MANAGED, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                  CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, CU_POINTER_ATTRIBUTE_RANGE_SIZE,
+                                  CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, CU_POINTER_ATTRIBUTE_CONTEXT };
+    void *data[6] = { &managed, &mt, &start, &size, &ord, &ctx };
+    EQ(cuPointerGetAttributes(6, at, data, (CUdeviceptr)(m + 3 * MIB + 5)), CUDA_SUCCESS);
+    EQ(managed, 1);
+    EQ(mt, CU_MEMORYTYPE_DEVICE);
+    EQ(start, (CUdeviceptr)m);
+    EQ(size, n);
+    EQ(ord, 0);
+    CHECK(ctx != NULL);
+    EQ(cuPointerGetAttributes(6, at, data, (CUdeviceptr)plain), CUDA_SUCCESS);
+    EQ(managed, 0);
+    EQ(mt, 0);
+    EQ(start, 0);
+    EQ(size, 0);
+    CHECK(ctx == NULL);
+    EQ(cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, (CUdeviceptr)plain), CUDA_ERROR_INVALID_VALUE);
+    EQ(cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, (CUdeviceptr)(m + 1)), CUDA_SUCCESS);
+    EQ(managed, 1);
+    EQ(cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, (CUdeviceptr)h), CUDA_SUCCESS);
+    EQ(managed, 0);
+    EQ(cuMemGetAddressRange((CUdeviceptr *)&start, &size, (CUdeviceptr)(m + n - 1)), CUDA_SUCCESS);
+    EQ(start, (CUdeviceptr)m);
+    EQ(size, n);
+    EQ(cuMemGetAddressRange((CUdeviceptr *)&start, &size, (CUdeviceptr)plain), CUDA_ERROR_NOT_FOUND);
+
+    /* registered host memory is pinned */
+    unsigned long long pin0 = uvmsim_pinned_bytes();
+    EQ(cudaHostRegister(plain, 4096, cudaHostRegisterDefault), cudaSuccess);
+    EQ(uvmsim_pinned_bytes(), pin0 + 4096);
+    EQ(cudaPointerGetAttributes(&a, plain + 10), cudaSuccess);
+    EQ(a.type, cudaMemoryTypeHost);
+    EQ(cudaHostUnregister(plain), cudaSuccess);
+    EQ(uvmsim_pinned_bytes(), pin0);
+
+    /* hints */
+    struct cudaMemLocation hostloc = { cudaMemLocationTypeHost, 0 }, dev0 = { cudaMemLocationTypeDevice, 0 };
+    EQ(cudaMemAdvise(m, 4 * MIB, cudaMemAdviseSetPreferredLocation, hostloc), cudaSuccess);
+    EQ(cudaMemAdvise(m, n, cudaMemAdviseSetAccessedBy, dev0), cudaSuccess);
+    EQ(uvmsim_advice(m, CU_MEM_ADVISE_SET_PREFERRED_LOCATION), UVMSIM_LOC_HOST);
+    EQ(uvmsim_advice(m + 4 * MIB, CU_MEM_ADVISE_SET_PREFERRED_LOCATION), 0);
+    EQ(uvmsim_advice(m + 5 * MIB, CU_MEM_ADVISE_SET_ACCESSED_BY), 1);
+    EQ(uvmsim_advice(m, CU_MEM_ADVISE_SET_READ_MOSTLY), 0);
+    EQ(uvmsim_advice(plain, CU_MEM_ADVISE_SET_READ_MOSTLY), -1);
+    int pl = 0;
+    EQ(cudaMemRangeGetAttribute(&pl, sizeof pl, cudaMemRangeAttributePreferredLocation, m, MIB), cudaSuccess);
+    EQ(pl, cudaCpuDeviceId);
+    uvmsim_reset();
+    EQ(cudaMemPrefetchAsync(m + 2 * MIB, 2 * MIB, hostloc, 0, cudaStreamPerThread), cudaSuccess);
+    EQ(cuMemPrefetchAsync((CUdeviceptr)m, MIB, (CUmemLocation){ CU_MEM_LOCATION_TYPE_DEVICE, 0 }, 0, NULL), CUDA_SUCCESS);
+    EQ(cudaDeviceSynchronize(), cudaSuccess);
+    struct uvmsim_prefetch log[4];
+    EQ(uvmsim_prefetch_log(log, 4), 2);
+    CHECK(log[0].ptr == m + 2 * MIB && log[0].count == 2 * MIB && log[0].loc_type == UVMSIM_LOC_HOST);
+    CHECK(log[0].stream == (void *)cudaStreamPerThread);
+    CHECK(log[1].loc_type == UVMSIM_LOC_DEVICE && log[1].loc_id == 0 && log[1].stream == NULL);
+    EQ(cudaMemPrefetchAsync(plain, 4096, hostloc, 0, 0), cudaErrorInvalidValue);
+    EQ(cudaMemPrefetchAsync(d, 4096, hostloc, 0, 0), cudaErrorInvalidValue);
+    cudaGetLastError();
+
+    EQ(cudaFree(m), cudaSuccess);
+    EQ(cudaFree(d), cudaSuccess);
+    EQ(cudaFreeHost(h), cudaSuccess);
+    EQ(cudaFree(plain), cudaErrorInvalidValue);
+    cudaGetLastError();
+    free(plain);
+}
+
+/* ------------------------------------------------------------------ entry points */
+
+static void test_proc_address(void) {
+    void *fn = NULL, *want;
+    CUdriverProcAddressQueryResult st = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    EQ(cuGetProcAddress("cuMemcpyDtoHAsync", &fn, 12000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &st), CUDA_SUCCESS);
+    EQ(st, CU_GET_PROC_ADDRESS_SUCCESS);
+    want = dlsym(RTLD_DEFAULT, "cuMemcpyDtoHAsync_v2_ptsz");
+    CHECK(want != NULL && fn == want);
+    EQ(cuGetProcAddress("cuMemcpyDtoHAsync", &fn, 12000, CU_GET_PROC_ADDRESS_DEFAULT, NULL), CUDA_SUCCESS);
+    CHECK(fn == dlsym(RTLD_DEFAULT, "cuMemcpyDtoHAsync_v2"));
+    EQ(cuGetProcAddress("cuMemcpy", &fn, 12000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, NULL), CUDA_SUCCESS);
+    CHECK(fn == dlsym(RTLD_DEFAULT, "cuMemcpy_ptds"));
+    EQ(cuGetProcAddress("cuMemPrefetchAsync", &fn, 12000, 0, NULL), CUDA_SUCCESS);
+    CHECK(fn == dlsym(RTLD_DEFAULT, "cuMemPrefetchAsync"));
+    EQ(cuGetProcAddress("cuMemPrefetchAsync", &fn, 13000, 0, NULL), CUDA_SUCCESS);
+    CHECK(fn == dlsym(RTLD_DEFAULT, "cuMemPrefetchAsync_v2"));
+    EQ(cuGetProcAddress("cuNoSuchThing", &fn, 13000, 0, &st), CUDA_ERROR_NOT_FOUND);
+    EQ(st, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
+    CHECK(fn == NULL);
+    EQ(cuGetProcAddress("cuLaunchHostFunc", &fn, 9000, 0, &st), CUDA_ERROR_NOT_FOUND);
+    EQ(st, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
+    /* the legacy 4-argument ABI */
+    CUresult (*legacy)(const char *, void **, int, cuuint64_t) =
+        (CUresult(*)(const char *, void **, int, cuuint64_t))dlsym(RTLD_DEFAULT, "cuGetProcAddress");
+    CHECK(legacy != NULL);
+    if (legacy) {
+        EQ(legacy("cuMemcpyDtoH", &fn, 3020, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM), CUDA_SUCCESS);
+        CHECK(fn == dlsym(RTLD_DEFAULT, "cuMemcpyDtoH_v2_ptds"));
+    }
+    /* the runtime's own entry-point query */
+    enum cudaDriverEntryPointQueryResult q;
+    EQ(cudaGetDriverEntryPointByVersion("cuMemcpyAsync", &fn, 12000, cudaEnablePerThreadDefaultStream, &q), cudaSuccess);
+    EQ(q, cudaDriverEntryPointSuccess);
+    CHECK(fn == dlsym(RTLD_DEFAULT, "cuMemcpyAsync_ptsz"));
+}
+
+/* ------------------------------------------------------------------ the CUDA 12 flavour */
+
+static void test_cudart12(void) {
+    void *h = dlopen(UVMSIM_CUDART12_PATH, RTLD_NOW | RTLD_LOCAL);
+    CHECK(h != NULL);
+    if (!h) return;
+    cudaError_t (*ver)(int *) = (cudaError_t(*)(int *))dlvsym(h, "cudaRuntimeGetVersion", "libcudart.so.12");
+    cudaError_t (*prefetch)(const void *, size_t, int, cudaStream_t) =
+        (cudaError_t(*)(const void *, size_t, int, cudaStream_t))dlvsym(h, "cudaMemPrefetchAsync", "libcudart.so.12");
+    cudaError_t (*sync)(void) = (cudaError_t(*)(void))dlvsym(h, "cudaDeviceSynchronize", "libcudart.so.12");
+    CHECK(ver && prefetch && sync);
+    if (!ver || !prefetch || !sync) return;
+    int v = 0;
+    EQ(ver(&v), cudaSuccess);
+    EQ(v, 12080);
+    char *m;
+    EQ(cudaMallocManaged((void **)&m, MIB, cudaMemAttachGlobal), cudaSuccess);
+    uvmsim_reset();
+    EQ(prefetch(m, MIB, cudaCpuDeviceId, 0), cudaSuccess);
+    EQ(sync(), cudaSuccess);
+    struct uvmsim_prefetch log[1];
+    EQ(uvmsim_prefetch_log(log, 1), 1);
+    EQ(log[0].loc_type, UVMSIM_LOC_HOST);
+    EQ(uvmsim_calls("cudaMemPrefetchAsync"), 1);
+    EQ(uvmsim_calls("cuMemPrefetchAsync"), 0); /* the runtime's own driver calls are not counted */
+    EQ(cudaFree(m), cudaSuccess);
+}
+
+/* ------------------------------------------------------------------ fork */
+
+static void test_fork(void) {
+    pid_t pid = fork();
+    if (pid == 0) {
+        void *p = NULL;
+        /* CUDA state does not survive fork: calls fail instead of hanging */
+        _exit(cudaMalloc(&p, 4096) == cudaErrorInitializationError ? 0 : 1);
+    }
+    int status = -1;
+    waitpid(pid, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+int main(void) {
+    test_context();
+    test_async_copy();
+    test_streams();
+    test_capture();
+    test_faults();
+    test_pointers();
+    test_proc_address();
+    test_cudart12();
+    test_fork();
+    if (g_fail) {
+        fprintf(stderr, "sim_selftest: %d check(s) failed\n", g_fail);
+        return 1;
+    }
+    printf("sim_selftest: all checks passed\n");
+    return 0;
+}
