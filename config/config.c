@@ -18,7 +18,7 @@
 #define UVMC_ENV_CONFIG "UVMCHUNK_CONFIG"
 #define UVMC_SYSTEM_CONFIG "/etc/uvmchunk.conf"
 
-enum uvmc_key_kind { UVMC_KEY_BOOL, UVMC_KEY_SIZE, UVMC_KEY_DEPTH, UVMC_KEY_PREFETCH, UVMC_KEY_LOG_LEVEL };
+enum uvmc_key_kind { UVMC_KEY_BOOL, UVMC_KEY_SIZE, UVMC_KEY_COUNT, UVMC_KEY_PREFETCH, UVMC_KEY_LOG_LEVEL, UVMC_KEY_ENGINE };
 
 enum uvmc_key_id {
     UVMC_K_ENABLED,
@@ -28,6 +28,9 @@ enum uvmc_key_id {
     UVMC_K_PREFETCH,
     UVMC_K_LOG_LEVEL,
     UVMC_K_STATS,
+    UVMC_K_PINNED_THRESHOLD,
+    UVMC_K_ENGINE,
+    UVMC_K_COPY_THREADS,
 };
 
 struct uvmc_key {
@@ -41,14 +44,18 @@ static const struct uvmc_key uvmc_keys[] = {
     {"enabled", UVMC_K_ENABLED, UVMC_KEY_BOOL, " (on|off)"},
     {"threshold", UVMC_K_THRESHOLD, UVMC_KEY_SIZE, ""},
     {"chunk_size", UVMC_K_CHUNK_SIZE, UVMC_KEY_SIZE, " (4KiB..1TiB)"},
-    {"depth", UVMC_K_DEPTH, UVMC_KEY_DEPTH, " (1..64)"},
+    {"depth", UVMC_K_DEPTH, UVMC_KEY_COUNT, " (1..64)"},
     {"prefetch", UVMC_K_PREFETCH, UVMC_KEY_PREFETCH, " (none|host|device)"},
     {"log_level", UVMC_K_LOG_LEVEL, UVMC_KEY_LOG_LEVEL, " (error|warn|info|debug)"},
     {"stats", UVMC_K_STATS, UVMC_KEY_BOOL, " (on|off)"},
+    {"pinned_threshold", UVMC_K_PINNED_THRESHOLD, UVMC_KEY_SIZE, " (0 = off)"},
+    {"engine", UVMC_K_ENGINE, UVMC_KEY_ENGINE, " (auto|host|copy)"},
+    {"copy_threads", UVMC_K_COPY_THREADS, UVMC_KEY_COUNT, " (1..64)"},
 };
 
 static const char *const uvmc_prefetch_names[] = {"none", "host", "device"};
 static const char *const uvmc_log_level_names[] = {"error", "warn", "info", "debug"};
+static const char *const uvmc_engine_names[] = {"auto", "host", "copy"};
 
 /* ---- diagnostics ---------------------------------------------------------------------------- */
 
@@ -124,6 +131,15 @@ static void uvmc_format_current(const struct uvmc_config *cfg, enum uvmc_key_id 
     case UVMC_K_LOG_LEVEL:
         snprintf(buf, len, "%s",
                  (unsigned)cfg->log_level < 4 ? uvmc_log_level_names[cfg->log_level] : "?");
+        break;
+    case UVMC_K_PINNED_THRESHOLD:
+        uvmc_format_size(cfg->pinned_threshold, buf, len);
+        break;
+    case UVMC_K_ENGINE:
+        snprintf(buf, len, "%s", (unsigned)cfg->engine < 3 ? uvmc_engine_names[cfg->engine] : "?");
+        break;
+    case UVMC_K_COPY_THREADS:
+        snprintf(buf, len, "%u", cfg->copy_threads);
         break;
     }
 }
@@ -210,7 +226,9 @@ static bool uvmc_parse_bool_n(const char *s, size_t n, bool *out)
     return false;
 }
 
-static bool uvmc_parse_depth_n(const char *s, size_t n, unsigned *out)
+/* A count in 1..64 (depth, copy_threads). */
+_Static_assert(UVMC_DEPTH_MAX == UVMC_COPY_THREADS_MAX, "one range serves both counts");
+static bool uvmc_parse_count_n(const char *s, size_t n, unsigned *out)
 {
     unsigned v = 0;
     if (n == 0)
@@ -261,6 +279,9 @@ void uvmc_config_defaults(struct uvmc_config *cfg)
     cfg->prefetch = UVMC_PREFETCH_NONE;
     cfg->log_level = UVMC_LOG_WARN;
     cfg->stats = false;
+    cfg->pinned_threshold = UVMC_DEFAULT_PINNED_THRESHOLD;
+    cfg->engine = UVMC_ENGINE_AUTO;
+    cfg->copy_threads = UVMC_DEFAULT_COPY_THREADS;
 }
 
 bool uvmc_config_set(struct uvmc_config *cfg, const char *key, const char *value, const char *where,
@@ -302,14 +323,17 @@ bool uvmc_config_set(struct uvmc_config *cfg, const char *key, const char *value
         if (ok && k->id == UVMC_K_CHUNK_SIZE)
             ok = sz >= UVMC_CHUNK_MIN && sz <= UVMC_CHUNK_MAX;
         break;
-    case UVMC_KEY_DEPTH:
-        ok = uvmc_parse_depth_n(s, n, &u);
+    case UVMC_KEY_COUNT:
+        ok = uvmc_parse_count_n(s, n, &u);
         break;
     case UVMC_KEY_PREFETCH:
         ok = uvmc_parse_name_n(s, n, uvmc_prefetch_names, 3, &u);
         break;
     case UVMC_KEY_LOG_LEVEL:
         ok = uvmc_parse_name_n(s, n, uvmc_log_level_names, 4, &u);
+        break;
+    case UVMC_KEY_ENGINE:
+        ok = uvmc_parse_name_n(s, n, uvmc_engine_names, 3, &u);
         break;
     }
 
@@ -330,6 +354,9 @@ bool uvmc_config_set(struct uvmc_config *cfg, const char *key, const char *value
     case UVMC_K_DEPTH: cfg->depth = u; break;
     case UVMC_K_PREFETCH: cfg->prefetch = (enum uvmc_prefetch)u; break;
     case UVMC_K_LOG_LEVEL: cfg->log_level = (enum uvmc_log_level)u; break;
+    case UVMC_K_PINNED_THRESHOLD: cfg->pinned_threshold = sz; break;
+    case UVMC_K_ENGINE: cfg->engine = (enum uvmc_engine)u; break;
+    case UVMC_K_COPY_THREADS: cfg->copy_threads = u; break;
     }
     return true;
 }

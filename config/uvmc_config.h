@@ -8,6 +8,7 @@
 
 enum uvmc_prefetch { UVMC_PREFETCH_NONE = 0, UVMC_PREFETCH_HOST, UVMC_PREFETCH_DEVICE };
 enum uvmc_log_level { UVMC_LOG_ERROR = 0, UVMC_LOG_WARN, UVMC_LOG_INFO, UVMC_LOG_DEBUG };
+enum uvmc_engine { UVMC_ENGINE_AUTO = 0, UVMC_ENGINE_HOST, UVMC_ENGINE_COPY };
 
 struct uvmc_config {
     bool enabled;                 /* false: every call passes through */
@@ -17,6 +18,9 @@ struct uvmc_config {
     enum uvmc_prefetch prefetch;  /* where blocks ahead are prefetched */
     enum uvmc_log_level log_level;
     bool stats;                   /* print one summary line at exit */
+    size_t pinned_threshold;      /* bytes; pinned requests this large become pageable; 0 = off */
+    enum uvmc_engine engine;      /* how split blocks are copied: host memcpy or copy engine */
+    unsigned copy_threads;        /* host threads per block of the host engine, 1..64 */
 };
 
 /* Built-in defaults (see config/uvmchunk.conf for the reasoning). */
@@ -24,6 +28,9 @@ struct uvmc_config {
 #define UVMC_DEFAULT_CHUNK_SIZE ((size_t)64 << 20)
 #define UVMC_DEFAULT_DEPTH 4u
 #define UVMC_DEPTH_MAX 64u
+#define UVMC_DEFAULT_PINNED_THRESHOLD ((size_t)1 << 30)
+#define UVMC_DEFAULT_COPY_THREADS 4u
+#define UVMC_COPY_THREADS_MAX 64u
 
 /* Receives one diagnostic line (no trailing newline, no "uvmchunk: " prefix). */
 typedef void (*uvmc_diag_fn)(void *ctx, const char *line);

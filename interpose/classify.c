@@ -49,6 +49,25 @@ static bool uvmc_destination_host(struct uvmc_copy *c)
     return type == 0;
 }
 
+/* FBGEMM advises its tables to prefer the CPU (BRIEF §1); mixed advice reads as "no". */
+static bool uvmc_source_prefers_cpu(const struct uvmc_copy *c)
+{
+    int where = CU_DEVICE_INVALID;
+    return uvmc_drv.cuMemRangeGetAttribute &&
+           uvmc_drv.cuMemRangeGetAttribute(&where, sizeof where, CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION,
+                                           (CUdeviceptr)(uintptr_t)c->src, c->count) == CUDA_SUCCESS &&
+           where == CU_DEVICE_CPU;
+}
+
+/* engine = auto: host memcpy when the destination is pageable (the copy engine would stage it
+ * through the driver) or the source lives on the host by preference (no PCIe crossing at all). */
+static bool uvmc_use_host_engine(const struct uvmc_copy *c)
+{
+    if (!uvmc_real.cudaLaunchHostFunc || uvmc_cfg.engine == UVMC_ENGINE_COPY)
+        return false;
+    return uvmc_cfg.engine == UVMC_ENGINE_HOST || !c->dst_pinned || uvmc_source_prefers_cpu(c);
+}
+
 bool uvmc_classify(struct uvmc_copy *c)
 {
     if (c->kind != cudaMemcpyDeviceToHost && c->kind != cudaMemcpyDefault)
@@ -70,5 +89,6 @@ bool uvmc_classify(struct uvmc_copy *c)
         return false;
     if (uvmc_drv.cuCtxGetDevice(&c->device) != CUDA_SUCCESS)
         c->device = 0;
+    c->host_engine = uvmc_use_host_engine(c);
     return true;
 }

@@ -1,6 +1,7 @@
 /* engine.c: runs one classified copy as consecutive blocks of chunk_size bytes on the caller's
  * stream, at most `depth` in flight, with stream-ordered prefetch of the blocks ahead. */
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "uvmc.h"
 
@@ -24,15 +25,17 @@ cudaError_t uvmc_passthrough(const struct uvmc_copy *c)
     return cudaErrorInvalidValue; /* unreachable: every entry is handled above */
 }
 
-/* A stream-ordered prefetch of block j. A hint: its failure is counted, never returned. */
+/* A stream-ordered prefetch of block j: to the host for the host engine (its memcpy then faults
+ * on nothing), else as configured. A hint: its failure is counted, never returned. */
 static void uvmc_prefetch_block(const struct uvmc_copy *c, size_t j, size_t nblocks)
 {
-    if (uvmc_cfg.prefetch == UVMC_PREFETCH_NONE || j >= nblocks || !uvmc_drv.cuMemPrefetchAsync)
+    enum uvmc_prefetch where = c->host_engine ? UVMC_PREFETCH_HOST : uvmc_cfg.prefetch;
+    if (where == UVMC_PREFETCH_NONE || j >= nblocks || !uvmc_drv.cuMemPrefetchAsync)
         return;
     size_t off = j * uvmc_cfg.chunk_size;
     size_t len = c->count - off < uvmc_cfg.chunk_size ? c->count - off : uvmc_cfg.chunk_size;
     CUmemLocation loc = {.type = CU_MEM_LOCATION_TYPE_HOST, .id = 0};
-    if (uvmc_cfg.prefetch == UVMC_PREFETCH_DEVICE) {
+    if (where == UVMC_PREFETCH_DEVICE) {
         loc.type = CU_MEM_LOCATION_TYPE_DEVICE;
         loc.id = c->device;
     }
@@ -42,6 +45,24 @@ static void uvmc_prefetch_block(const struct uvmc_copy *c, size_t j, size_t nblo
         uvmc_log(UVMC_LOG_DEBUG, "prefetch of %zu bytes at %p failed (CUresult %d); copy goes on", len,
                  (const void *)((const char *)c->src + off), (int)r);
     }
+}
+
+/* Queues block [off, off+len): a host function for the host engine (its failure sets the
+ * runtime's last error like a failed copy), else a real copy on the caller's stream. */
+static cudaError_t uvmc_issue_block(const struct uvmc_copy *c, __typeof__(uvmc_real.cudaMemcpyAsync) copy,
+                                    size_t off, size_t len)
+{
+    void *dst = (char *)c->dst + off;
+    const void *src = (const char *)c->src + off;
+    if (!c->host_engine)
+        return copy(dst, src, len, c->kind, c->stream);
+    struct uvmc_host_job *job = uvmc_host_job_new(dst, src, len);
+    if (!job)
+        return cudaErrorMemoryAllocation;
+    cudaError_t rc = uvmc_real.cudaLaunchHostFunc((cudaStream_t)c->hstream, uvmc_host_copy_fn, job);
+    if (rc != cudaSuccess)
+        free(job); /* never queued, so never run */
+    return rc;
 }
 
 cudaError_t uvmc_engine_copy(const struct uvmc_copy *c, bool *fallback)
@@ -72,6 +93,8 @@ cudaError_t uvmc_engine_copy(const struct uvmc_copy *c, bool *fallback)
         }
     }
 
+    if (c->host_engine)
+        uvmc_host_pool_start();
     unsigned long long t0 = uvmc_now_ns();
     for (size_t j = 0; j < slots; j++)
         uvmc_prefetch_block(c, j, nblocks);
@@ -92,7 +115,7 @@ cudaError_t uvmc_engine_copy(const struct uvmc_copy *c, bool *fallback)
             uvmc_prefetch_block(c, i + slots - 1, nblocks);
         size_t off = i * chunk;
         size_t len = c->count - off < chunk ? c->count - off : chunk;
-        rc = copy((char *)c->dst + off, (const char *)c->src + off, len, c->kind, c->stream);
+        rc = uvmc_issue_block(c, copy, off, len);
         if (rc != cudaSuccess)
             break;
         issued++;
@@ -113,11 +136,14 @@ cudaError_t uvmc_engine_copy(const struct uvmc_copy *c, bool *fallback)
     atomic_fetch_add_explicit(&uvmc_stats.split_bytes, c->count, memory_order_relaxed);
     atomic_fetch_add_explicit(&uvmc_stats.blocks, issued, memory_order_relaxed);
     atomic_fetch_add_explicit(&uvmc_stats.split_ns, ns, memory_order_relaxed);
+    if (c->host_engine)
+        atomic_fetch_add_explicit(&uvmc_stats.host_engine, 1, memory_order_relaxed);
     if (UVMC_LOG_ON(UVMC_LOG_DEBUG))
         uvmc_log(UVMC_LOG_DEBUG,
-                 "split %s copy of %zu bytes into %zu/%zu blocks of %zu (%s destination, stream %p): "
-                 "%.3f ms, %s",
+                 "split %s copy of %zu bytes into %zu/%zu blocks of %zu on the %s engine (%s "
+                 "destination, stream %p): %.3f ms, %s",
                  sync ? "synchronous" : "asynchronous", c->count, issued, nblocks, chunk,
+                 c->host_engine ? "host" : "copy",
                  c->dst_pinned ? "pinned" : "pageable", (void *)c->hstream, (double)ns / 1e6,
                  rc == cudaSuccess ? "ok" : "failed");
     return rc;

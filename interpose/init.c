@@ -9,15 +9,8 @@
 
 extern char **environ;
 
-struct uvmc_config uvmc_cfg = {
-    .enabled = true,
-    .threshold = UVMC_DEFAULT_THRESHOLD,
-    .chunk_size = UVMC_DEFAULT_CHUNK_SIZE,
-    .depth = UVMC_DEFAULT_DEPTH,
-    .prefetch = UVMC_PREFETCH_NONE,
-    .log_level = UVMC_LOG_WARN,
-    .stats = false,
-};
+/* Until init has run, only log_level is read (by messages from resolution). */
+struct uvmc_config uvmc_cfg = {.log_level = UVMC_LOG_WARN};
 size_t uvmc_hot_threshold = SIZE_MAX;
 atomic_bool uvmc_initialized;
 _Thread_local unsigned uvmc_tls_busy __attribute__((tls_model("initial-exec")));
@@ -31,20 +24,34 @@ static void uvmc_config_diag(void *ctx, const char *line)
     uvmc_log(UVMC_LOG_ERROR, "%s", line);
 }
 
+/* The library's locks are held across fork() so the child never inherits one locked by a thread
+ * that does not exist there; its own pool threads it starts afresh (hostcopy.c). */
+static void uvmc_atfork_prepare(void)
+{
+    uvmc_resolve_atfork_prepare();
+    uvmc_host_pool_atfork_prepare();
+}
+
+static void uvmc_atfork_release(void)
+{
+    uvmc_host_pool_atfork_release();
+    uvmc_resolve_atfork_release();
+}
+
 static void uvmc_do_init(void)
 {
     struct uvmc_config cfg;
     uvmc_config_load(&cfg, environ, uvmc_config_diag, NULL);
     uvmc_cfg = cfg;
     uvmc_hot_threshold = cfg.enabled ? cfg.threshold : SIZE_MAX;
-    if (!uvmc_resolve_runtime())
+    if (!uvmc_resolve_real())
         uvmc_log(UVMC_LOG_DEBUG, "CUDA runtime not found yet; resolution is retried at each call");
-    pthread_atfork(uvmc_resolve_atfork_prepare, uvmc_resolve_atfork_release,
-                   uvmc_resolve_atfork_release);
+    pthread_atfork(uvmc_atfork_prepare, uvmc_atfork_release, uvmc_atfork_release);
     uvmc_log(UVMC_LOG_INFO,
-             "enabled=%d threshold=%zu chunk_size=%zu depth=%u prefetch=%d stats=%d (pid %d)",
-             cfg.enabled, cfg.threshold, cfg.chunk_size, cfg.depth, (int)cfg.prefetch, cfg.stats,
-             (int)getpid());
+             "enabled=%d threshold=%zu chunk_size=%zu depth=%u prefetch=%d engine=%d copy_threads=%u "
+             "pinned_threshold=%zu stats=%d (pid %d)",
+             cfg.enabled, cfg.threshold, cfg.chunk_size, cfg.depth, (int)cfg.prefetch, (int)cfg.engine,
+             cfg.copy_threads, cfg.pinned_threshold, cfg.stats, (int)getpid());
     atomic_store_explicit(&uvmc_initialized, true, memory_order_release);
 }
 

@@ -8,42 +8,45 @@
 struct uvmc_real uvmc_real;
 struct uvmc_driver uvmc_drv;
 
-/* Runtimes a process may have loaded, newest first; each exports its names under a version node
- * named after its SONAME (BRIEF §2). */
-static const char *const uvmc_cudart_sonames[] = {"libcudart.so.13", "libcudart.so.12"};
+/* Libraries that may define a real function, newest first. Runtimes export each name under a
+ * version node named after their SONAME (BRIEF §2); the driver's names are unversioned. */
+static const char *const uvmc_runtime_sonames[] = {"libcudart.so.13", "libcudart.so.12", NULL};
+static const char *const uvmc_driver_sonames[] = {"libcuda.so.1", NULL};
+#define UVMC_LIBS_RUNTIME uvmc_runtime_sonames
+#define UVMC_LIBS_DRIVER uvmc_driver_sonames
 
-/* Looks a runtime name up past this library. RTLD_NEXT sees only the global scope; Python loads
- * extensions RTLD_LOCAL, so a runtime that came with one is found by its SONAME instead. */
-static void *uvmc_resolve_runtime_name(const char *name)
+/* Looks a name up past this library. RTLD_NEXT sees only the global scope; Python loads
+ * extensions RTLD_LOCAL, so a library that came with one is found by its SONAME instead. */
+static void *uvmc_resolve_name(const char *name, const char *const *sonames)
 {
     void *fn = dlsym(RTLD_NEXT, name);
-    for (size_t i = 0; !fn && i < sizeof uvmc_cudart_sonames / sizeof *uvmc_cudart_sonames; i++) {
-        void *h = dlopen(uvmc_cudart_sonames[i], RTLD_LAZY | RTLD_NOLOAD);
+    for (size_t i = 0; !fn && sonames[i]; i++) {
+        void *h = dlopen(sonames[i], RTLD_LAZY | RTLD_NOLOAD);
         if (!h)
             continue;
-        fn = dlvsym(h, name, uvmc_cudart_sonames[i]);
+        fn = dlvsym(h, name, sonames[i]);
         if (!fn)
-            fn = dlsym(h, name); /* an unversioned build of the same SONAME */
-        dlclose(h);              /* drops only the reference NOLOAD took; the runtime stays */
+            fn = dlsym(h, name); /* unversioned: the driver, or such a build of the runtime */
+        dlclose(h);              /* drops only the reference NOLOAD took */
     }
     return fn;
 }
 
 static pthread_mutex_t uvmc_resolve_lock = PTHREAD_MUTEX_INITIALIZER;
 
-bool uvmc_resolve_runtime(void)
+bool uvmc_resolve_real(void)
 {
     bool all = true;
     pthread_mutex_lock(&uvmc_resolve_lock);
-#define UVMC_RESOLVE_INTERPOSED(name, proto)                                            \
+#define UVMC_RESOLVE_INTERPOSED(name, proto, lib)                                       \
     if (!uvmc_real.name)                                                                \
-        *(void **)&uvmc_real.name = uvmc_resolve_runtime_name(#name);                   \
+        *(void **)&uvmc_real.name = uvmc_resolve_name(#name, UVMC_LIBS_##lib);          \
     all = all && uvmc_real.name;
     UVMC_INTERPOSED(UVMC_RESOLVE_INTERPOSED)
 #undef UVMC_RESOLVE_INTERPOSED
 #define UVMC_RESOLVE_CALLED(name) \
     if (!uvmc_real.name)          \
-        *(void **)&uvmc_real.name = uvmc_resolve_runtime_name(#name);
+        *(void **)&uvmc_real.name = uvmc_resolve_name(#name, UVMC_LIBS_RUNTIME);
     UVMC_RUNTIME_CALLED(UVMC_RESOLVE_CALLED)
 #undef UVMC_RESOLVE_CALLED
     pthread_mutex_unlock(&uvmc_resolve_lock);
@@ -114,3 +117,10 @@ bool uvmc_driver_ready(void)
 /* Held across fork() so the child never inherits it locked by a thread that does not exist there. */
 void uvmc_resolve_atfork_prepare(void) { pthread_mutex_lock(&uvmc_resolve_lock); }
 void uvmc_resolve_atfork_release(void) { pthread_mutex_unlock(&uvmc_resolve_lock); }
+
+void uvmc_report_missing(const char *name)
+{
+    static atomic_bool said;
+    if (!atomic_exchange(&said, true))
+        uvmc_log(UVMC_LOG_ERROR, "cannot find the real %s in this process; failing the call", name);
+}

@@ -4,25 +4,6 @@
 
 #include "uvmc.h"
 
-/* The _ptds/_ptsz names are not declared unless the whole build uses per-thread default streams;
- * declare every interposed name with its prototype's type, so a wrapper of another type cannot
- * build, and check it again explicitly. */
-#define UVMC_DECLARE(name, proto)                                                        \
-    extern __typeof__(proto) name UVMC_EXPORT;                                           \
-    _Static_assert(__builtin_types_compatible_p(__typeof__(&name), __typeof__(&proto)), \
-                   #name " must have the type of " #proto);
-UVMC_INTERPOSED(UVMC_DECLARE)
-#undef UVMC_DECLARE
-
-/* The runtime could not be found (loaded after us under a name we do not know). There is no real
- * function to pass through to: say so once and fail the call the way a missing runtime would. */
-static cudaError_t uvmc_missing_runtime(const char *name)
-{
-    static atomic_bool said;
-    if (!atomic_exchange(&said, true))
-        uvmc_log(UVMC_LOG_ERROR, "cannot find the real %s in this process", name);
-    return cudaErrorSharedObjectSymbolNotFound;
-}
 
 static cudaError_t uvmc_large_copy(struct uvmc_copy *c)
 {
@@ -44,12 +25,10 @@ static cudaError_t uvmc_large_copy(struct uvmc_copy *c)
     return rc;
 }
 
-/* Shared shape of the four wrappers: init, resolve, size test, then the large-copy path.
+/* Shared shape of the four copy wrappers: init, resolve, size test, then the large-copy path.
  * A below-threshold call is counted only when stats are on (one predictable branch otherwise). */
 #define UVMC_COPY_BODY(name, entry_, stream_, ...)                                                 \
-    uvmc_init();                                                                                   \
-    if (UVMC_UNLIKELY(!uvmc_real.name) && !uvmc_resolve_runtime() && !uvmc_real.name)             \
-        return uvmc_missing_runtime(#name);                                                        \
+    UVMC_REAL_OR_RETURN(name, cudaErrorSharedObjectSymbolNotFound);                                \
     if (UVMC_LIKELY(count < uvmc_hot_threshold) || uvmc_tls_busy) {                                \
         if (UVMC_UNLIKELY(uvmc_cfg.stats))                                                         \
             atomic_fetch_add_explicit(&uvmc_stats.passed_small, 1, memory_order_relaxed);          \

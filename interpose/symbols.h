@@ -1,32 +1,42 @@
 /* symbols.h: every CUDA symbol libuvmchunk interposes or calls, each declared once.
- * CMake generates the export list from UVMC_INTERPOSED; runtime.c checks each wrapper's type. */
+ * CMake generates the export list from UVMC_INTERPOSED; wrappers' types are checked at build. */
 #ifndef UVMC_SYMBOLS_H
 #define UVMC_SYMBOLS_H
 
-/* Interposed and exported: X(name, prototype whose type the wrapper must have).
- * The _ptds/_ptsz forms are what per-thread-default-stream builds call (BRIEF §2). */
-#define UVMC_INTERPOSED(X)                   \
-    X(cudaMemcpy, cudaMemcpy)                \
-    X(cudaMemcpy_ptds, cudaMemcpy)           \
-    X(cudaMemcpyAsync, cudaMemcpyAsync)      \
-    X(cudaMemcpyAsync_ptsz, cudaMemcpyAsync)
+/* Interposed and exported: X(name, prototype whose type the wrapper must have, library that
+ * defines the real one). The _ptds/_ptsz forms are what per-thread-default-stream builds call
+ * (BRIEF §2); cuda.h maps cuMemAllocHost to cuMemAllocHost_v2. */
+#define UVMC_INTERPOSED(X)                                \
+    X(cudaMemcpy, cudaMemcpy, RUNTIME)                    \
+    X(cudaMemcpy_ptds, cudaMemcpy, RUNTIME)               \
+    X(cudaMemcpyAsync, cudaMemcpyAsync, RUNTIME)          \
+    X(cudaMemcpyAsync_ptsz, cudaMemcpyAsync, RUNTIME)     \
+    X(cudaHostAlloc, cudaHostAlloc, RUNTIME)              \
+    X(cudaMallocHost, cudaMallocHost, RUNTIME)            \
+    X(cudaFreeHost, cudaFreeHost, RUNTIME)                \
+    X(cuMemHostAlloc, cuMemHostAlloc, DRIVER)             \
+    X(cuMemAllocHost_v2, cuMemAllocHost_v2, DRIVER)       \
+    X(cuMemFreeHost, cuMemFreeHost, DRIVER)
 
 /* Runtime functions called but never interposed: X(name). Resolved like the interposed ones. */
 #define UVMC_RUNTIME_CALLED(X) \
     X(cudaEventSynchronize)    \
     X(cudaStreamSynchronize)   \
-    X(cudaGetErrorName)
+    X(cudaLaunchHostFunc)      \
+    X(cudaDeviceSynchronize)
 
 /* Driver functions, fetched through cuGetProcAddress with an explicit ABI version so one build
  * serves libcudart 12 and 13 (BRIEF §2): X(name, version, pointer type, required). */
 #define UVMC_DRIVER_CALLED(X)                                                 \
     X(cuCtxGetCurrent, 4000, PFN_cuCtxGetCurrent_v4000, 1)                    \
     X(cuCtxGetDevice, 2000, PFN_cuCtxGetDevice_v2000, 1)                      \
+    X(cuCtxSynchronize, 2000, PFN_cuCtxSynchronize_v2000, 1)                  \
     X(cuPointerGetAttributes, 7000, PFN_cuPointerGetAttributes_v7000, 1)      \
     X(cuStreamIsCapturing, 10000, PFN_cuStreamIsCapturing_v10000, 1)          \
     X(cuEventCreate, 2000, PFN_cuEventCreate_v2000, 1)                        \
     X(cuEventRecord, 2000, PFN_cuEventRecord_v2000, 1)                        \
     X(cuEventDestroy, 4000, PFN_cuEventDestroy_v4000, 1)                      \
-    X(cuMemPrefetchAsync, 12020, PFN_cuMemPrefetchAsync_v12020, 0)
+    X(cuMemPrefetchAsync, 12020, PFN_cuMemPrefetchAsync_v12020, 0)            \
+    X(cuMemRangeGetAttribute, 8000, PFN_cuMemRangeGetAttribute_v8000, 0)
 
 #endif

@@ -18,6 +18,16 @@
 #define UVMC_LIKELY(x) __builtin_expect(!!(x), 1)
 #define UVMC_UNLIKELY(x) __builtin_expect(!!(x), 0)
 
+/* The _ptds/_ptsz names are not declared unless the whole build uses per-thread default streams;
+ * declare every interposed name with its prototype's type, so a wrapper of another type cannot
+ * build, and check it again explicitly. */
+#define UVMC_DECLARE(name, proto, lib)                                                   \
+    extern __typeof__(proto) name UVMC_EXPORT;                                           \
+    _Static_assert(__builtin_types_compatible_p(__typeof__(&name), __typeof__(&proto)), \
+                   #name " must have the type of " #proto);
+UVMC_INTERPOSED(UVMC_DECLARE)
+#undef UVMC_DECLARE
+
 /* ---- init.c: one-time initialisation and the immutable configuration ---- */
 
 /* Written once under pthread_once, read-only afterwards. */
@@ -41,7 +51,7 @@ extern _Thread_local unsigned uvmc_tls_busy __attribute__((tls_model("initial-ex
 /* ---- resolve.c: the real functions ---- */
 
 struct uvmc_real {
-#define UVMC_REAL_FIELD(name, proto) __typeof__(&proto) name;
+#define UVMC_REAL_FIELD(name, proto, lib) __typeof__(&proto) name;
     UVMC_INTERPOSED(UVMC_REAL_FIELD)
 #undef UVMC_REAL_FIELD
 #define UVMC_CALLED_FIELD(name) __typeof__(&name) name;
@@ -57,13 +67,24 @@ struct uvmc_driver {
 };
 extern struct uvmc_driver uvmc_drv;
 
-/* Resolves every runtime function still missing; returns true when all interposed ones are found.
+/* Resolves every real function still missing; returns true when all interposed ones are found.
  * Safe to call again (a runtime loaded later is found then). */
-bool uvmc_resolve_runtime(void);
+bool uvmc_resolve_real(void);
 /* True once the driver functions are usable. Never loads libcuda: while no CUDA driver is in the
  * process there can be no managed memory, so the caller passes the copy through and asks again. */
 bool uvmc_driver_ready(void);
 void uvmc_resolve_atfork_prepare(void);
+/* Logs once that the real `name` cannot be found; the wrapper then fails the call. */
+void uvmc_report_missing(const char *name);
+
+/* Start of every wrapper: init, then make sure the real function is there, else fail the call
+ * the way a missing library would (there is nothing to pass it through to). */
+#define UVMC_REAL_OR_RETURN(name, missing)                                               \
+    uvmc_init();                                                                         \
+    if (UVMC_UNLIKELY(!uvmc_real.name) && !uvmc_resolve_real() && !uvmc_real.name) {     \
+        uvmc_report_missing(#name);                                                      \
+        return missing;                                                                  \
+    }
 void uvmc_resolve_atfork_release(void);
 
 /* ---- log.c ---- */
@@ -80,10 +101,32 @@ struct uvmc_stats {
     atomic_ullong passed_small; /* below threshold (counted only when stats = on) */
     atomic_ullong fallbacks;    /* split refused for lack of internal resources: passed through */
     atomic_ullong hint_failures;
+    atomic_ullong substituted;       /* pinned requests served with pageable memory */
+    atomic_ullong substituted_bytes; /* bytes those requests asked for (mapped, not committed) */
+    atomic_ullong host_engine;       /* split copies that ran on the host engine */
 };
 extern struct uvmc_stats uvmc_stats;
 void uvmc_stats_print(void);
 unsigned long long uvmc_now_ns(void);
+
+/* ---- hostalloc.c ---- */
+/* True when ptr starts a pinned request this library served with pageable memory. */
+bool uvmc_is_substituted(const void *ptr);
+
+/* ---- hostcopy.c: the host engine's copy step ---- */
+struct uvmc_host_job {
+    void *dst;
+    const void *src;
+    size_t len; /* bytes */
+};
+/* A job for one block, or NULL when out of memory. uvmc_host_copy_fn frees it. */
+struct uvmc_host_job *uvmc_host_job_new(void *dst, const void *src, size_t len);
+/* The host function enqueued with cudaLaunchHostFunc; never calls CUDA. */
+void CUDART_CB uvmc_host_copy_fn(void *job);
+/* Starts the copy_threads - 1 pool workers if not yet running in this process. */
+void uvmc_host_pool_start(void);
+void uvmc_host_pool_atfork_prepare(void);
+void uvmc_host_pool_atfork_release(void);
 
 /* ---- classify.c / engine.c: one large copy ---- */
 
@@ -99,6 +142,7 @@ struct uvmc_copy {
     /* filled by classification */
     CUstream hstream;             /* explicit handle: CU_STREAM_LEGACY / CU_STREAM_PER_THREAD for 0 */
     bool dst_pinned;              /* destination page-locked (else pageable) */
+    bool host_engine;             /* blocks copied by host memcpy (else by the copy engine) */
     CUdevice device;              /* device of the current context */
 };
 

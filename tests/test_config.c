@@ -175,6 +175,8 @@ static const struct {
     {"enabled", "OFF"}, {"threshold", "1"}, {"threshold", "1TiB"}, {"threshold", " 4K "},
     {"chunk_size", "4096"}, {"chunk_size", "4K"}, {"chunk_size", "1TiB"}, {"chunk_size", "2MiB"},
     {"depth", "1"}, {"depth", "64"}, {"depth", "8"}, {"prefetch", "none"},
+    {"pinned_threshold", "0"}, {"pinned_threshold", "1GiB"}, {"pinned_threshold", "3"},
+    {"engine", "auto"}, {"engine", "HOST"}, {"engine", "copy"}, {"copy_threads", "1"}, {"copy_threads", "64"},
     {"prefetch", "host"}, {"prefetch", "device"}, {"log_level", "error"}, {"log_level", "warn"},
     {"log_level", "info"}, {"log_level", "debug"}, {"stats", "on"}, {"stats", "off"},
 };
@@ -186,6 +188,8 @@ static const struct {
     {"threshold", "0"}, {"threshold", "abc"}, {"threshold", "-1"}, {"threshold", "1.5G"},
     {"threshold", ""}, {"threshold", "99999999999999999999"}, {"chunk_size", "4095"},
     {"chunk_size", "0"}, {"chunk_size", "1025G"}, {"chunk_size", "2TiB"}, {"chunk_size", "x"},
+    {"pinned_threshold", "-1"}, {"pinned_threshold", "1 GiBs"}, {"engine", "gpu"}, {"engine", ""},
+    {"copy_threads", "0"}, {"copy_threads", "65"}, {"copy_threads", "two"},
     {"depth", "0"}, {"depth", "65"}, {"depth", "-1"}, {"depth", "4.0"}, {"depth", ""},
     {"depth", "99999999999999999999"}, {"depth", "4K"}, {"prefetch", "gpu"}, {"prefetch", ""},
     {"prefetch", "hostdevice"}, {"log_level", "verbose"}, {"log_level", "3"}, {"log_level", ""},
@@ -250,6 +254,17 @@ START_TEST(key_effects)
     ck_assert_int_eq(c.log_level, UVMC_LOG_ERROR);
     ck_assert(uvmc_config_set(&c, "stats", "true", "t", NULL, NULL));
     ck_assert(c.stats);
+    ck_assert_uint_eq(c.pinned_threshold, UVMC_DEFAULT_PINNED_THRESHOLD);
+    ck_assert(uvmc_config_set(&c, "pinned_threshold", "0", "t", NULL, NULL));
+    ck_assert_uint_eq(c.pinned_threshold, 0);
+    ck_assert_int_eq(c.engine, UVMC_ENGINE_AUTO);
+    ck_assert(uvmc_config_set(&c, "engine", "copy", "t", NULL, NULL));
+    ck_assert_int_eq(c.engine, UVMC_ENGINE_COPY);
+    ck_assert(uvmc_config_set(&c, "engine", "host", "t", NULL, NULL));
+    ck_assert_int_eq(c.engine, UVMC_ENGINE_HOST);
+    ck_assert_uint_eq(c.copy_threads, UVMC_DEFAULT_COPY_THREADS);
+    ck_assert(uvmc_config_set(&c, "copy_threads", "2", "t", NULL, NULL));
+    ck_assert_uint_eq(c.copy_threads, 2);
     /* A bad value with no diag callback is still rejected quietly. */
     ck_assert(!uvmc_config_set(&c, "depth", "0", "t", NULL, NULL));
     ck_assert_uint_eq(c.depth, 16);

@@ -69,11 +69,25 @@ static unsigned long long queries_now(void)
            uvmsim_calls("cudaPointerGetAttributes") + uvmsim_calls("cudaStreamIsCapturing");
 }
 
+/* Calls that move bytes: real copies (copy engine, or an unsplit call) and host functions (host
+ * engine). A split copy makes one per block whichever engine ran it. */
+static unsigned long long block_calls(const char *copy_fn)
+{
+    return uvmsim_calls(copy_fn) + uvmsim_calls("cudaLaunchHostFunc");
+}
+
+/* The runtime call that issues each block of a split copy into `pinned` (the copy engine's unless
+ * engine = host: the suite's managed buffers carry no advice, so auto picks the copy engine). */
+static const char *pinned_block_fn(void)
+{
+    return test_cfg.engine == UVMC_ENGINE_HOST ? "cudaLaunchHostFunc" : "cudaMemcpyAsync";
+}
+
 static struct seen copy_async(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, cudaStream_t s)
 {
-    unsigned long long a = uvmsim_calls("cudaMemcpyAsync"), q = queries_now();
+    unsigned long long a = block_calls("cudaMemcpyAsync"), q = queries_now();
     struct seen r = {.rc = cudaMemcpyAsync(dst, src, n, kind, s)};
-    r.async_copies = uvmsim_calls("cudaMemcpyAsync") - a;
+    r.async_copies = block_calls("cudaMemcpyAsync") - a;
     r.queries = queries_now() - q;
     cudaStreamSynchronize(s);
     return r;
@@ -186,16 +200,16 @@ END_TEST
 START_TEST(synchronous_entry_points_split_and_wait)
 {
     uvmsim_set_op_delay_us(300);
-    unsigned long long a = uvmsim_calls("cudaMemcpyAsync"), s = uvmsim_calls("cudaMemcpy");
+    unsigned long long a = block_calls("cudaMemcpyAsync"), s = uvmsim_calls("cudaMemcpy");
     ck_assert_int_eq(cudaMemcpy(pinned, managed, big, cudaMemcpyDeviceToHost), cudaSuccess);
-    ck_assert_uint_eq(uvmsim_calls("cudaMemcpyAsync") - a, test_blocks(big));
+    ck_assert_uint_eq(block_calls("cudaMemcpyAsync") - a, test_blocks(big));
     ck_assert_uint_eq(uvmsim_calls("cudaMemcpy") - s, 0);
     expect_bytes(pinned, managed, big); /* checked before any synchronize: cudaMemcpy waited */
 
     memset(pinned, 0xEE, big + 1);
-    a = uvmsim_calls("cudaMemcpyAsync_ptsz");
+    a = block_calls("cudaMemcpyAsync_ptsz");
     ck_assert_int_eq(cudaMemcpy_ptds(pinned, managed, big, cudaMemcpyDeviceToHost), cudaSuccess);
-    ck_assert_uint_eq(uvmsim_calls("cudaMemcpyAsync_ptsz") - a, test_blocks(big));
+    ck_assert_uint_eq(block_calls("cudaMemcpyAsync_ptsz") - a, test_blocks(big));
     expect_bytes(pinned, managed, big);
 }
 END_TEST
@@ -251,11 +265,11 @@ static void check_order(cudaStream_t queue_on, bool ptsz)
     uvmsim_set_op_delay_us(1000);
     struct probe p = {.dst = pinned, .n = big, .expect = 0x5A, .ok = -1};
     ck_assert_int_eq(cudaLaunchHostFunc(queue_on, slow_writer_fn, &p), cudaSuccess);
-    unsigned long long a = uvmsim_calls(ptsz ? "cudaMemcpyAsync_ptsz" : "cudaMemcpyAsync");
+    unsigned long long a = block_calls(ptsz ? "cudaMemcpyAsync_ptsz" : "cudaMemcpyAsync");
     cudaError_t rc = ptsz ? cudaMemcpyAsync_ptsz(pinned, managed, big, cudaMemcpyDeviceToHost, 0)
                           : cudaMemcpyAsync(pinned, managed, big, cudaMemcpyDeviceToHost, queue_on);
     ck_assert_int_eq(rc, cudaSuccess);
-    ck_assert_uint_eq(uvmsim_calls(ptsz ? "cudaMemcpyAsync_ptsz" : "cudaMemcpyAsync") - a, test_blocks(big));
+    ck_assert_uint_eq(block_calls(ptsz ? "cudaMemcpyAsync_ptsz" : "cudaMemcpyAsync") - a, test_blocks(big));
     ck_assert_int_eq(cudaLaunchHostFunc(queue_on, probe_fn, &p), cudaSuccess);
     ck_assert_int_eq(cudaStreamSynchronize(queue_on), cudaSuccess);
     ck_assert_int_eq(p.ok, 1);
@@ -338,10 +352,10 @@ START_TEST(failing_block_returns_its_error_and_leaks_nothing)
     unsigned at[] = {1, (unsigned)(nb / 2), (unsigned)nb};
     unsigned long long events0 = uvmsim_live_events();
     for (size_t k = 0; k < 3; k++) {
-        uvmsim_fail_nth("cudaMemcpyAsync", at[k], cudaErrorMemoryAllocation);
-        unsigned long long a = uvmsim_calls("cudaMemcpyAsync");
+        uvmsim_fail_nth(pinned_block_fn(), at[k], cudaErrorMemoryAllocation);
+        unsigned long long a = uvmsim_calls(pinned_block_fn());
         ck_assert_int_eq(cudaMemcpyAsync(pinned, managed, n, cudaMemcpyDeviceToHost, 0), cudaErrorMemoryAllocation);
-        ck_assert_uint_eq(uvmsim_calls("cudaMemcpyAsync") - a, at[k]); /* nothing issued after it */
+        ck_assert_uint_eq(uvmsim_calls(pinned_block_fn()) - a, at[k]); /* nothing issued after it */
         ck_assert_int_eq(cudaGetLastError(), cudaErrorMemoryAllocation);
         ck_assert_int_eq(cudaDeviceSynchronize(), cudaSuccess);
         ck_assert_uint_eq(uvmsim_live_events(), events0);
@@ -420,9 +434,231 @@ END_TEST
 
 START_TEST(no_prefetch_when_configured_none)
 {
+    /* ... except that the host engine always prefetches each block to the host first. */
     struct seen r = copy_async(pinned, managed, big, cudaMemcpyDeviceToHost, 0);
     ck_assert_int_eq(r.rc, cudaSuccess);
-    ck_assert_uint_eq(uvmsim_prefetch_log(NULL, 0), 0);
+    ck_assert_uint_eq(uvmsim_prefetch_log(NULL, 0), test_cfg.engine == UVMC_ENGINE_HOST ? test_blocks(big) : 0);
+}
+END_TEST
+
+/* ---- host engine (engine = auto) ---- */
+
+/* FBGEMM's advice (BRIEF §1), set through the driver so one test source serves both runtimes. */
+static void advise_prefer_cpu(void *p, size_t n)
+{
+    CUmemLocation cpu = {.type = CU_MEM_LOCATION_TYPE_HOST, .id = 0};
+    CUmemLocation gpu = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0};
+    ck_assert_int_eq(cuMemAdvise_v2((CUdeviceptr)(uintptr_t)p, n, CU_MEM_ADVISE_SET_PREFERRED_LOCATION, cpu), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemAdvise_v2((CUdeviceptr)(uintptr_t)p, n, CU_MEM_ADVISE_SET_ACCESSED_BY, gpu), CUDA_SUCCESS);
+}
+
+/* Which engine ran one copy, told by the calls that reached the runtime. */
+static void expect_engine(void *dst, const void *src, size_t n, bool host)
+{
+    unsigned long long c = uvmsim_calls("cudaMemcpyAsync"), h = uvmsim_calls("cudaLaunchHostFunc");
+    ck_assert_int_eq(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, 0), cudaSuccess);
+    ck_assert_int_eq(cudaStreamSynchronize(0), cudaSuccess);
+    ck_assert_uint_eq(uvmsim_calls("cudaMemcpyAsync") - c, host ? 0 : test_blocks(n));
+    ck_assert_uint_eq(uvmsim_calls("cudaLaunchHostFunc") - h, host ? test_blocks(n) : 0);
+}
+
+START_TEST(auto_picks_host_for_pageable_or_cpu_preferred)
+{
+    expect_engine(pinned, managed, big, false);   /* pinned, no advice: copy engine */
+    expect_bytes(pinned, managed, big);
+    expect_engine(pageable, managed, big, true);  /* pageable destination: host */
+    expect_bytes(pageable, managed, big);
+    memset(pinned, 0xEE, big + 1);
+    advise_prefer_cpu(managed, MANAGED_SIZE);
+    expect_engine(pinned, managed, big, true);    /* source prefers the CPU: host */
+    expect_bytes(pinned, managed, big);
+}
+END_TEST
+
+START_TEST(host_engine_prefetches_every_block_to_host)
+{
+    /* prefetch = none in this suite: the host engine prefetches to the host regardless. */
+    ck_assert_int_eq(cudaMemcpyAsync(pageable + 3, managed + 5, big, cudaMemcpyDeviceToHost, 0), cudaSuccess);
+    ck_assert_int_eq(cudaStreamSynchronize(0), cudaSuccess);
+    expect_bytes(pageable + 3, managed + 5, big);
+    struct uvmsim_prefetch log[64];
+    size_t got = uvmsim_prefetch_log(log, 64);
+    ck_assert_uint_eq(got, test_blocks(big));
+    for (size_t i = 0; i < got && i < 64; i++) {
+        ck_assert_ptr_eq(log[i].ptr, managed + 5 + i * test_cfg.chunk_size);
+        ck_assert_int_eq(log[i].loc_type, UVMSIM_LOC_HOST);
+    }
+}
+END_TEST
+
+START_TEST(host_engine_copies_in_stream_order_and_sizes)
+{
+    size_t sizes[] = {big, 10000019, test_cfg.threshold, test_cfg.threshold + 3 * test_cfg.chunk_size};
+    for (size_t k = 0; k < 4; k++) {
+        size_t n = sizes[k];
+        if (n + 64 > MANAGED_SIZE)
+            continue;
+        memset(pageable, 0xEE, n + 64);
+        struct seen r = copy_async(pageable + 17, managed + 29, n, cudaMemcpyDefault, 0);
+        ck_assert_int_eq(r.rc, cudaSuccess);
+        ck_assert_uint_eq(r.async_copies, test_blocks(n));
+        expect_bytes(pageable + 17, managed + 29, n);
+    }
+}
+END_TEST
+
+START_TEST(host_engine_failed_step_returns_error_and_leaks_nothing)
+{
+    unsigned long long events0 = uvmsim_live_events();
+    uvmsim_fail_nth("cudaLaunchHostFunc", 2, cudaErrorInvalidResourceHandle);
+    ck_assert_int_eq(cudaMemcpyAsync(pageable, managed, big, cudaMemcpyDeviceToHost, 0), cudaErrorInvalidResourceHandle);
+    ck_assert_int_eq(cudaGetLastError(), cudaErrorInvalidResourceHandle);
+    ck_assert_int_eq(cudaDeviceSynchronize(), cudaSuccess);
+    ck_assert_uint_eq(uvmsim_live_events(), events0);
+    struct seen r = copy_async(pageable, managed, big, cudaMemcpyDeviceToHost, 0);
+    ck_assert_int_eq(r.rc, cudaSuccess);
+    expect_bytes(pageable, managed, big);
+}
+END_TEST
+
+/* ---- pinned-allocation substitution (pinned_threshold set small) ---- */
+
+static long rss_kib(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kib = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, "VmRSS:", 6))
+            kib = strtol(line + 6, NULL, 10);
+    if (f)
+        fclose(f);
+    return kib;
+}
+
+static bool reported_pinned(void *p)
+{
+    struct cudaPointerAttributes a;
+    ck_assert_int_eq(cudaPointerGetAttributes(&a, p), cudaSuccess);
+    return a.type == cudaMemoryTypeHost;
+}
+
+START_TEST(large_pinned_requests_become_lazy_pageable)
+{
+    size_t thr = test_cfg.pinned_threshold, n = 64 * thr;
+    unsigned long long pinned0 = uvmsim_pinned_bytes();
+    long rss0 = rss_kib();
+    uint8_t *p = NULL;
+    ck_assert_int_eq(cudaHostAlloc((void **)&p, n, cudaHostAllocDefault), cudaSuccess);
+    ck_assert_ptr_nonnull(p);
+    ck_assert_uint_eq(uvmsim_pinned_bytes(), pinned0);      /* nothing page-locked */
+    ck_assert_int_lt(rss_kib() - rss0, (long)(thr >> 10));   /* nothing committed yet */
+    memset(p, 1, thr);                                        /* only what is written */
+    long grown = rss_kib() - rss0;
+    ck_assert_int_ge(grown, (long)(thr >> 10) - 64);
+    ck_assert_int_lt(grown, (long)(2 * thr >> 10) + 1024);
+    ck_assert(!reported_pinned(p));
+    ck_assert_int_eq(cudaFreeHost(p), cudaSuccess);
+    ck_assert_int_lt(rss_kib() - rss0, 1024);                 /* back to the baseline */
+}
+END_TEST
+
+START_TEST(every_allocation_entry_point_substitutes_at_threshold)
+{
+    size_t thr = test_cfg.pinned_threshold;
+    unsigned long long pinned0 = uvmsim_pinned_bytes();
+    void *a = NULL, *b = NULL, *c = NULL, *d = NULL, *below = NULL;
+    ck_assert_int_eq(cudaMallocHost(&a, thr), cudaSuccess);
+    ck_assert_int_eq(cudaHostAlloc(&b, thr, cudaHostAllocPortable), cudaSuccess);
+    ck_assert_int_eq(cuMemHostAlloc(&c, thr, CU_MEMHOSTALLOC_PORTABLE), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemAllocHost_v2(&d, thr + 1), CUDA_SUCCESS);
+    ck_assert_uint_eq(uvmsim_pinned_bytes(), pinned0);
+    ck_assert_int_eq(cudaHostAlloc(&below, thr - 1, cudaHostAllocDefault), cudaSuccess);
+    ck_assert_uint_eq(uvmsim_pinned_bytes(), pinned0 + thr - 1); /* below: really pinned */
+    ck_assert(reported_pinned(below));
+    ck_assert(!reported_pinned(a) && !reported_pinned(b) && !reported_pinned(c) && !reported_pinned(d));
+    ck_assert_int_eq(cudaFreeHost(a), cudaSuccess);
+    ck_assert_int_eq(cudaFreeHost(b), cudaSuccess);
+    ck_assert_int_eq(cuMemFreeHost(c), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemFreeHost(d), CUDA_SUCCESS);
+    ck_assert_int_eq(cudaFreeHost(below), cudaSuccess);
+    ck_assert_uint_eq(uvmsim_pinned_bytes(), pinned0);
+    /* Freed pointers are forgotten: a second free reaches the runtime, which rejects it. */
+    ck_assert_int_ne(cudaFreeHost(a), cudaSuccess);
+    cudaGetLastError();
+}
+END_TEST
+
+START_TEST(mapped_or_write_combined_requests_stay_pinned)
+{
+    size_t thr = test_cfg.pinned_threshold;
+    unsigned flags[] = {cudaHostAllocMapped, cudaHostAllocWriteCombined, cudaHostAllocMapped | cudaHostAllocPortable};
+    for (size_t k = 0; k < 3; k++) {
+        void *p = NULL;
+        unsigned long long pinned0 = uvmsim_pinned_bytes();
+        ck_assert_int_eq(cudaHostAlloc(&p, thr, flags[k]), cudaSuccess);
+        ck_assert_uint_eq(uvmsim_pinned_bytes(), pinned0 + thr);
+        ck_assert(reported_pinned(p));
+        ck_assert_int_eq(cudaFreeHost(p), cudaSuccess);
+    }
+    void *q = NULL;
+    ck_assert_int_eq(cuMemHostAlloc(&q, thr, CU_MEMHOSTALLOC_DEVICEMAP), CUDA_SUCCESS);
+    ck_assert(reported_pinned(q));
+    ck_assert_int_eq(cuMemFreeHost(q), CUDA_SUCCESS);
+}
+END_TEST
+
+START_TEST(substituted_pointer_reports_pageable)
+{
+    /* Reported as what it is, pageable memory, exactly like a malloc'd pointer: no caller is
+     * told it may hand it to the device. */
+    void *p = NULL;
+    unsigned flags = 77;
+    void *dev = (void *)1;
+    ck_assert_int_eq(cudaHostAlloc(&p, test_cfg.pinned_threshold, cudaHostAllocDefault), cudaSuccess);
+    void *ptrs[] = {p, pageable};
+    for (size_t k = 0; k < 2; k++) {
+        struct cudaPointerAttributes a;
+        ck_assert_int_eq(cudaPointerGetAttributes(&a, ptrs[k]), cudaSuccess);
+        ck_assert_int_eq(a.type, cudaMemoryTypeUnregistered);
+        ck_assert_int_eq(cudaHostGetFlags(&flags, ptrs[k]), cudaErrorInvalidValue);
+        ck_assert_int_eq(cudaHostGetDevicePointer(&dev, ptrs[k], 0), cudaErrorInvalidValue);
+        cudaGetLastError();
+    }
+    ck_assert_int_eq(cudaFreeHost(p), cudaSuccess);
+}
+END_TEST
+
+START_TEST(pytorch_checkpoint_sequence)
+{
+    /* to("cpu", non_blocking=True) on a managed table (BRIEF §1): a power-of-two pinned
+     * destination, one device-to-host copy on a stream, an event, synchronize, free. */
+    advise_prefer_cpu(managed, MANAGED_SIZE);
+    size_t n = 9 * (size_t)1 << 20, pow2 = 16 << 20;
+    ck_assert_uint_ge(n, test_cfg.threshold);
+    ck_assert_uint_ge(pow2, test_cfg.pinned_threshold);
+    uvmsim_reset();
+    cudaStream_t s;
+    cudaEvent_t ev;
+    uint8_t *dst = NULL;
+    ck_assert_int_eq(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+    ck_assert_int_eq(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), cudaSuccess);
+    ck_assert_int_eq(cudaHostAlloc((void **)&dst, pow2, cudaHostAllocDefault), cudaSuccess);
+    memset(dst, 0xEE, n + 1);
+    uvmsim_set_op_delay_us(500);
+    ck_assert_int_eq(cudaMemcpyAsync(dst, managed, n, cudaMemcpyDeviceToHost, s), cudaSuccess);
+    ck_assert_int_eq(cudaEventRecord(ev, s), cudaSuccess);
+    ck_assert_int_eq(cudaEventSynchronize(ev), cudaSuccess);
+    expect_bytes(dst, managed, n);
+    ck_assert_uint_eq(uvmsim_calls("cudaLaunchHostFunc"), test_blocks(n)); /* the host engine ran */
+    ck_assert_uint_eq(uvmsim_pinned_peak(), 0);                            /* nothing was locked */
+    /* Freed while a copy into it is still queued: the free waits for it first. */
+    ck_assert_int_eq(cudaMemcpyAsync(dst, managed, n, cudaMemcpyDeviceToHost, s), cudaSuccess);
+    ck_assert_int_eq(cudaFreeHost(dst), cudaSuccess);
+    ck_assert_int_eq(cudaStreamSynchronize(s), cudaSuccess);
+    uvmsim_set_op_delay_us(0);
+    cudaEventDestroy(ev);
+    cudaStreamDestroy(s);
 }
 END_TEST
 
@@ -450,7 +686,8 @@ int main(int argc, char **argv)
 {
     const char *which = argc > 1 ? argv[1] : "core";
     test_load_config();
-    if (!test_interposed("cudaMemcpyAsync") || !test_interposed("cudaMemcpy_ptds")) {
+    if (!test_interposed("cudaMemcpyAsync") || !test_interposed("cudaMemcpy_ptds") ||
+        !test_interposed("cudaHostAlloc") || !test_interposed("cuMemHostAlloc")) {
         fprintf(stderr, "test_interpose: libuvmchunk.so is not preloaded; these tests would prove nothing\n");
         return 1;
     }
@@ -487,6 +724,26 @@ int main(int argc, char **argv)
         }
         tcase_add_test(tc, prefetch_ahead_on_the_callers_stream);
         tcase_add_test(tc, failed_prefetch_never_fails_the_copy);
+    } else if (!strcmp(which, "host")) {
+        if (test_cfg.engine != UVMC_ENGINE_AUTO || test_cfg.prefetch != UVMC_PREFETCH_NONE) {
+            fprintf(stderr, "test_interpose host: run with engine = auto and prefetch = none\n");
+            return 1;
+        }
+        tcase_add_test(tc, auto_picks_host_for_pageable_or_cpu_preferred);
+        tcase_add_test(tc, host_engine_prefetches_every_block_to_host);
+        tcase_add_test(tc, host_engine_copies_in_stream_order_and_sizes);
+        tcase_add_test(tc, host_engine_failed_step_returns_error_and_leaks_nothing);
+    } else if (!strcmp(which, "pinned")) {
+        if (test_cfg.pinned_threshold == 0 || test_cfg.pinned_threshold > ((size_t)4 << 20) ||
+            test_cfg.threshold > ((size_t)9 << 20)) {
+            fprintf(stderr, "test_interpose pinned: run with pinned_threshold 1..4MiB, threshold <= 9MiB\n");
+            return 1;
+        }
+        tcase_add_test(tc, large_pinned_requests_become_lazy_pageable);
+        tcase_add_test(tc, every_allocation_entry_point_substitutes_at_threshold);
+        tcase_add_test(tc, mapped_or_write_combined_requests_stay_pinned);
+        tcase_add_test(tc, substituted_pointer_reports_pageable);
+        tcase_add_test(tc, pytorch_checkpoint_sequence);
     } else if (!strcmp(which, "disabled")) {
         if (test_cfg.enabled) {
             fprintf(stderr, "test_interpose disabled: run with enabled = off\n");
@@ -494,7 +751,7 @@ int main(int argc, char **argv)
         }
         tcase_add_test(tc, disabled_passes_everything_through);
     } else {
-        fprintf(stderr, "usage: test_interpose [core|hints|disabled]\n");
+        fprintf(stderr, "usage: test_interpose [core|hints|host|pinned|disabled]\n");
         return 2;
     }
     suite_add_tcase(s, tc);

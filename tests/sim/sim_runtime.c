@@ -83,6 +83,7 @@ DECLP(cuLaunchHostFunc) DECL(cuEventCreate) DECLP(cuEventRecord) DECLP(cuEventRe
 DECL(cuEventSynchronize) DECL(cuEventDestroy) DECL(cuEventElapsedTime)
 DECLP(cuStreamBeginCapture) DECLP(cuStreamEndCapture) DECLP(cuStreamIsCapturing) DECLP(cuStreamGetCaptureInfo)
 DECL(cuThreadExchangeStreamCaptureMode) DECL(cuGraphDestroy) DECL(cuGetProcAddress)
+DECL(cuGraphGetNodes) DECL(cuGraphInstantiateWithFlags) DECL(cuGraphExecDestroy) DECLP(cuGraphLaunch)
 static pf_prefetch_legacy d_prefetch_legacy, dp_prefetch_legacy;
 static pf_advise_legacy d_advise_legacy;
 
@@ -142,6 +143,9 @@ static void rt_init(void) {
         F("cuStreamGetCaptureInfo", 12030, d_cuStreamGetCaptureInfo), FT("cuStreamGetCaptureInfo", 12030, dp_cuStreamGetCaptureInfo),
         F("cuThreadExchangeStreamCaptureMode", 10010, d_cuThreadExchangeStreamCaptureMode),
         F("cuGraphDestroy", 10000, d_cuGraphDestroy),
+        F("cuGraphGetNodes", 10000, d_cuGraphGetNodes), F("cuGraphInstantiateWithFlags", 11040, d_cuGraphInstantiateWithFlags),
+        F("cuGraphExecDestroy", 10000, d_cuGraphExecDestroy),
+        F("cuGraphLaunch", 10000, d_cuGraphLaunch), FT("cuGraphLaunch", 10000, dp_cuGraphLaunch),
 #undef F
 #undef FT
     };
@@ -535,3 +539,190 @@ cudaError_t CUDARTAPI cudaGetDriverEntryPoint(const char *sym, void **fp, unsign
 cudaError_t CUDARTAPI cudaGetDriverEntryPoint_ptsz(const char *sym, void **fp, unsigned long long flags, enum cudaDriverEntryPointQueryResult *st) { BEGIN("cudaGetDriverEntryPoint_ptsz"); return entry_point(sym, fp, RT_VERSION, flags ? flags : cudaEnablePerThreadDefaultStream, st); }
 cudaError_t CUDARTAPI cudaGetDriverEntryPointByVersion(const char *sym, void **fp, unsigned int v, unsigned long long flags, enum cudaDriverEntryPointQueryResult *st) { BEGIN("cudaGetDriverEntryPointByVersion"); return entry_point(sym, fp, v, flags, st); }
 cudaError_t CUDARTAPI cudaGetDriverEntryPointByVersion_ptsz(const char *sym, void **fp, unsigned int v, unsigned long long flags, enum cudaDriverEntryPointQueryResult *st) { BEGIN("cudaGetDriverEntryPointByVersion_ptsz"); return entry_point(sym, fp, v, flags ? flags : cudaEnablePerThreadDefaultStream, st); }
+
+/* ------------------------------------------------------------------ hosting an unmodified CUDA program
+ * (PyTorch's wheel): fat-binary registration is a no-op, kernel launches fail with a clear error,
+ * and every other export of the real libcudart.so.13 exists (cudart13_exports.txt; the names not
+ * defined here become generated weak stubs that return cudaErrorNotSupported). */
+
+#include <stdatomic.h>
+
+static void say_once(atomic_int *once, const char *what) {
+    if (!atomic_exchange(once, 1)) fprintf(stderr, "uvmsim: %s is not simulated\n", what);
+}
+
+/* Called by every generated stub (hidden: only this library calls it). */
+__attribute__((visibility("hidden"))) int uvmsim_rt_not_simulated(const char *name, atomic_int *once) {
+    say_once(once, name);
+    pthread_once(&g_once, rt_init);
+    if (g_ok) {
+        unsigned f = g_hook_enter(name);
+        if (f) return rt_err((cudaError_t)f);
+    }
+    return rt_err(cudaErrorNotSupported);
+}
+
+#pragma GCC visibility push(default)
+void **CUDARTAPI __cudaRegisterFatBinary(void *fatCubin);
+void CUDARTAPI __cudaRegisterFatBinaryEnd(void **h);
+void CUDARTAPI __cudaUnregisterFatBinary(void **h);
+void CUDARTAPI __cudaRegisterFunction(void **h, const char *hostFun, char *deviceFun, const char *deviceName, int tl,
+                                      uint3 *tid, uint3 *bid, dim3 *bDim, dim3 *gDim, int *wSize);
+void CUDARTAPI __cudaRegisterVar(void **h, char *hostVar, char *deviceAddress, const char *deviceName, int ext,
+                                 size_t size, int constant, int global);
+void CUDARTAPI __cudaRegisterManagedVar(void **h, void **hostVarPtrAddress, char *deviceAddress, const char *deviceName,
+                                        int ext, size_t size, int constant, int global);
+void CUDARTAPI __cudaRegisterHostVar(void **h, const char *deviceName, void *hostVar, size_t size);
+void CUDARTAPI __cudaRegisterUnifiedTable(void *table);
+char CUDARTAPI __cudaInitModule(void **h);
+unsigned CUDARTAPI __cudaPushCallConfiguration(dim3 gridDim, dim3 blockDim, size_t sharedMem, void *stream);
+cudaError_t CUDARTAPI __cudaPopCallConfiguration(dim3 *gridDim, dim3 *blockDim, size_t *sharedMem, void *stream);
+cudaError_t CUDARTAPI __cudaLaunchKernel(const void *func, dim3 g, dim3 b, void **args, size_t shm, cudaStream_t s);
+cudaError_t CUDARTAPI __cudaLaunchKernel_ptsz(const void *func, dim3 g, dim3 b, void **args, size_t shm, cudaStream_t s);
+cudaError_t CUDARTAPI __cudaGetKernel(cudaKernel_t *k, const void *entryFuncAddr);
+cudaError_t CUDARTAPI cudaLaunchKernel_ptsz(const void *func, dim3 g, dim3 b, void **args, size_t shm, cudaStream_t s);
+cudaError_t CUDARTAPI cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t *config, const void *func, void **args);
+cudaError_t CUDARTAPI cudaLaunchCooperativeKernel_ptsz(const void *func, dim3 g, dim3 b, void **args, size_t shm, cudaStream_t s);
+#pragma GCC visibility pop
+
+/* Fat binaries: registration always "succeeds"; nothing is kept (there is no device code to run). */
+static char g_fatbin_handle;
+void **CUDARTAPI __cudaRegisterFatBinary(void *fatCubin) { (void)fatCubin; return (void **)&g_fatbin_handle; }
+void CUDARTAPI __cudaRegisterFatBinaryEnd(void **h) { (void)h; }
+void CUDARTAPI __cudaUnregisterFatBinary(void **h) { (void)h; }
+void CUDARTAPI __cudaRegisterFunction(void **h, const char *hostFun, char *deviceFun, const char *deviceName, int tl,
+                                      uint3 *tid, uint3 *bid, dim3 *bDim, dim3 *gDim, int *wSize) {
+    (void)h; (void)hostFun; (void)deviceFun; (void)deviceName; (void)tl; (void)tid; (void)bid; (void)bDim; (void)gDim; (void)wSize;
+}
+void CUDARTAPI __cudaRegisterVar(void **h, char *hostVar, char *deviceAddress, const char *deviceName, int ext,
+                                 size_t size, int constant, int global) {
+    (void)h; (void)hostVar; (void)deviceAddress; (void)deviceName; (void)ext; (void)size; (void)constant; (void)global;
+}
+void CUDARTAPI __cudaRegisterManagedVar(void **h, void **hostVarPtrAddress, char *deviceAddress, const char *deviceName,
+                                        int ext, size_t size, int constant, int global) {
+    (void)h; (void)hostVarPtrAddress; (void)deviceAddress; (void)deviceName; (void)ext; (void)size; (void)constant; (void)global;
+}
+void CUDARTAPI __cudaRegisterHostVar(void **h, const char *deviceName, void *hostVar, size_t size) { (void)h; (void)deviceName; (void)hostVar; (void)size; }
+void CUDARTAPI __cudaRegisterUnifiedTable(void *table) { (void)table; }
+char CUDARTAPI __cudaInitModule(void **h) { (void)h; return 1; }
+
+/* <<<...>>> compiles to push + pop + cudaLaunchKernel: keep the configuration per thread. */
+static __thread struct { dim3 g, b; size_t shm; void *s; } tl_cfg;
+unsigned CUDARTAPI __cudaPushCallConfiguration(dim3 gridDim, dim3 blockDim, size_t sharedMem, void *stream) {
+    tl_cfg.g = gridDim; tl_cfg.b = blockDim; tl_cfg.shm = sharedMem; tl_cfg.s = stream;
+    return 0;
+}
+cudaError_t CUDARTAPI __cudaPopCallConfiguration(dim3 *gridDim, dim3 *blockDim, size_t *sharedMem, void *stream) {
+    if (gridDim) *gridDim = tl_cfg.g;
+    if (blockDim) *blockDim = tl_cfg.b;
+    if (sharedMem) *sharedMem = tl_cfg.shm;
+    if (stream) *(void **)stream = tl_cfg.s;
+    return cudaSuccess;
+}
+
+/* Kernels cannot run here: every launch fails with cudaErrorNotSupported (also the last error) and
+ * says so once per entry point on stderr. */
+static atomic_int g_launch_once[8];
+static cudaError_t launch_fails(int i, const char *name) {
+    if (!atomic_exchange(&g_launch_once[i], 1))
+        fprintf(stderr, "uvmsim: kernel launch (%s) is not simulated: no device code runs here\n", name);
+    BEGIN(name);
+    return rt_err(cudaErrorNotSupported);
+}
+cudaError_t CUDARTAPI cudaLaunchKernel(const void *f, dim3 g, dim3 b, void **a, size_t shm, cudaStream_t s) {
+    (void)f; (void)g; (void)b; (void)a; (void)shm; (void)s; return launch_fails(0, "cudaLaunchKernel");
+}
+cudaError_t CUDARTAPI cudaLaunchKernel_ptsz(const void *f, dim3 g, dim3 b, void **a, size_t shm, cudaStream_t s) {
+    (void)f; (void)g; (void)b; (void)a; (void)shm; (void)s; return launch_fails(1, "cudaLaunchKernel_ptsz");
+}
+cudaError_t CUDARTAPI __cudaLaunchKernel(const void *f, dim3 g, dim3 b, void **a, size_t shm, cudaStream_t s) {
+    (void)f; (void)g; (void)b; (void)a; (void)shm; (void)s; return launch_fails(2, "__cudaLaunchKernel");
+}
+cudaError_t CUDARTAPI __cudaLaunchKernel_ptsz(const void *f, dim3 g, dim3 b, void **a, size_t shm, cudaStream_t s) {
+    (void)f; (void)g; (void)b; (void)a; (void)shm; (void)s; return launch_fails(3, "__cudaLaunchKernel_ptsz");
+}
+cudaError_t CUDARTAPI cudaLaunchKernelExC(const cudaLaunchConfig_t *c, const void *f, void **a) {
+    (void)c; (void)f; (void)a; return launch_fails(4, "cudaLaunchKernelExC");
+}
+cudaError_t CUDARTAPI cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t *c, const void *f, void **a) {
+    (void)c; (void)f; (void)a; return launch_fails(5, "cudaLaunchKernelExC_ptsz");
+}
+cudaError_t CUDARTAPI cudaLaunchCooperativeKernel(const void *f, dim3 g, dim3 b, void **a, size_t shm, cudaStream_t s) {
+    (void)f; (void)g; (void)b; (void)a; (void)shm; (void)s; return launch_fails(6, "cudaLaunchCooperativeKernel");
+}
+cudaError_t CUDARTAPI cudaLaunchCooperativeKernel_ptsz(const void *f, dim3 g, dim3 b, void **a, size_t shm, cudaStream_t s) {
+    (void)f; (void)g; (void)b; (void)a; (void)shm; (void)s; return launch_fails(7, "cudaLaunchCooperativeKernel_ptsz");
+}
+cudaError_t CUDARTAPI __cudaGetKernel(cudaKernel_t *k, const void *entryFuncAddr) {
+    (void)entryFuncAddr;
+    if (k) *k = NULL;
+    static atomic_int once;
+    say_once(&once, "__cudaGetKernel");
+    return rt_err(cudaErrorNotSupported);
+}
+
+/* ------------------------------------------------------------------ page-locked host queries */
+
+/* Page-locked memory (allocated or registered) answers with its flags and, under unified
+ * addressing, device pointer == host pointer; any other pointer is cudaErrorInvalidValue, as on
+ * a real machine. Allocation flags are not recorded: every page-locked range reports Default. */
+static int rt_is_pinned(const void *p) {
+    unsigned int mt = 0, managed = 0;
+    CUpointer_attribute at[2] = { CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_IS_MANAGED };
+    void *data[2] = { &mt, &managed };
+    return p && d_cuPointerGetAttributes(2, at, data, DP(p)) == CUDA_SUCCESS && !managed && mt == CU_MEMORYTYPE_HOST;
+}
+cudaError_t CUDARTAPI cudaHostGetFlags(unsigned int *flags, void *p) {
+    BEGIN("cudaHostGetFlags");
+    if (!flags || !rt_is_pinned(p)) return rt_err(cudaErrorInvalidValue);
+    *flags = cudaHostAllocDefault;
+    return cudaSuccess;
+}
+cudaError_t CUDARTAPI cudaHostGetDevicePointer(void **dev, void *p, unsigned int flags) {
+    BEGIN("cudaHostGetDevicePointer");
+    if (!dev || flags != 0 || !rt_is_pinned(p)) return rt_err(cudaErrorInvalidValue);
+    *dev = p;
+    return cudaSuccess;
+}
+
+/* ------------------------------------------------------------------ what a CUDA program asks at start-up
+ * (PyTorch's lazy init, stream pools, caching allocators): answers of a single-GPU machine. */
+
+#pragma GCC visibility push(default)
+cudaError_t CUDARTAPI cudaGraphLaunch_ptsz(cudaGraphExec_t ge, cudaStream_t s);
+#pragma GCC visibility pop
+
+cudaError_t CUDARTAPI cudaDeviceGetStreamPriorityRange(int *least, int *greatest) {
+    BEGIN("cudaDeviceGetStreamPriorityRange");
+    if (least) *least = 0;
+    if (greatest) *greatest = -5;
+    return cudaSuccess;
+}
+cudaError_t CUDARTAPI cudaDeviceCanAccessPeer(int *can, int d, int peer) {
+    BEGIN("cudaDeviceCanAccessPeer");
+    if (!can) return rt_err(cudaErrorInvalidValue);
+    if (d != 0 || peer != 0) return rt_err(cudaErrorInvalidDevice);
+    *can = 0;
+    return cudaSuccess;
+}
+cudaError_t CUDARTAPI cudaGetDeviceFlags(unsigned int *f) { BEGIN("cudaGetDeviceFlags"); if (!f) return rt_err(cudaErrorInvalidValue); *f = 0; return cudaSuccess; }
+cudaError_t CUDARTAPI cudaSetDeviceFlags(unsigned int f) { BEGIN("cudaSetDeviceFlags"); (void)f; return cudaSuccess; }
+cudaError_t CUDARTAPI cudaInitDevice(int d, unsigned int df, unsigned int f) {
+    BEGIN("cudaInitDevice");
+    (void)df; (void)f;
+    return d == 0 ? cudaSuccess : rt_err(cudaErrorInvalidDevice);
+}
+cudaError_t CUDARTAPI cudaDeviceGetPCIBusId(char *id, int len, int d) {
+    BEGIN("cudaDeviceGetPCIBusId");
+    if (!id || len <= 0) return rt_err(cudaErrorInvalidValue);
+    if (d != 0) return rt_err(cudaErrorInvalidDevice);
+    snprintf(id, (size_t)len, "%s", "0000:01:00.0");
+    return cudaSuccess;
+}
+
+cudaError_t CUDARTAPI cudaGraphGetNodes(cudaGraph_t g, cudaGraphNode_t *nodes, size_t *n) { BEGIN("cudaGraphGetNodes"); RET(d_cuGraphGetNodes((CUgraph)g, (CUgraphNode *)nodes, n)); }
+cudaError_t CUDARTAPI cudaGraphInstantiateWithFlags(cudaGraphExec_t *pe, cudaGraph_t g, unsigned long long f) { BEGIN("cudaGraphInstantiateWithFlags"); RET(d_cuGraphInstantiateWithFlags((CUgraphExec *)pe, (CUgraph)g, f)); }
+cudaError_t CUDARTAPI cudaGraphInstantiate(cudaGraphExec_t *pe, cudaGraph_t g, unsigned long long f) { BEGIN("cudaGraphInstantiate"); RET(d_cuGraphInstantiateWithFlags((CUgraphExec *)pe, (CUgraph)g, f)); }
+cudaError_t CUDARTAPI cudaGraphExecDestroy(cudaGraphExec_t ge) { BEGIN("cudaGraphExecDestroy"); RET(d_cuGraphExecDestroy((CUgraphExec)ge)); }
+cudaError_t CUDARTAPI cudaGraphLaunch(cudaGraphExec_t ge, cudaStream_t s) { BEGIN("cudaGraphLaunch"); RET(d_cuGraphLaunch((CUgraphExec)ge, ST(s))); }
+cudaError_t CUDARTAPI cudaGraphLaunch_ptsz(cudaGraphExec_t ge, cudaStream_t s) { BEGIN("cudaGraphLaunch_ptsz"); RET(dp_cuGraphLaunch((CUgraphExec)ge, ST(s))); }
