@@ -1479,6 +1479,48 @@ CUresult CUDAAPI cuGraphDestroy(CUgraph g) {
     return CUDA_SUCCESS;
 }
 
+/* Graphs are dummies: the node count is what the capture recorded; an executable graph can be
+ * created and destroyed, never launched (its work would be kernels and copies we did not keep). */
+struct graph_exec { int magic; };
+#define GRAPH_EXEC_MAGIC 0x47455845
+CUresult CUDAAPI cuGraphGetNodes(CUgraph g, CUgraphNode *nodes, size_t *n) {
+    ENTER("cuGraphGetNodes");
+    struct graph *gr = (struct graph *)g;
+    if (!gr || gr->magic != GRAPH_MAGIC || !n) return CUDA_ERROR_INVALID_VALUE;
+    if (nodes)
+        for (size_t i = 0; i < *n && i < gr->nodes; i++) nodes[i] = (CUgraphNode)((char *)gr + 1 + i);
+    if (!nodes || *n > gr->nodes) *n = (size_t)gr->nodes;
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuGraphInstantiateWithFlags(CUgraphExec *pe, CUgraph g, unsigned long long flags) {
+    ENTER("cuGraphInstantiateWithFlags");
+    (void)flags;
+    struct graph *gr = (struct graph *)g;
+    if (!pe || !gr || gr->magic != GRAPH_MAGIC) return CUDA_ERROR_INVALID_VALUE;
+    struct graph_exec *e = calloc(1, sizeof *e);
+    if (!e) return CUDA_ERROR_OUT_OF_MEMORY;
+    e->magic = GRAPH_EXEC_MAGIC;
+    *pe = (CUgraphExec)e;
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec ge) {
+    ENTER("cuGraphExecDestroy");
+    struct graph_exec *e = (struct graph_exec *)ge;
+    if (!e || e->magic != GRAPH_EXEC_MAGIC) return CUDA_ERROR_INVALID_VALUE;
+    e->magic = 0;
+    free(e);
+    return CUDA_SUCCESS;
+}
+static CUresult graph_launch(CUgraphExec ge) {
+    static atomic_int once;
+    struct graph_exec *e = (struct graph_exec *)ge;
+    if (!e || e->magic != GRAPH_EXEC_MAGIC) return CUDA_ERROR_INVALID_VALUE;
+    if (!atomic_exchange(&once, 1)) fprintf(stderr, "uvmsim: cuGraphLaunch is not simulated: graphs cannot be replayed\n");
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+CUresult CUDAAPI cuGraphLaunch(CUgraphExec ge, CUstream s) { ENTER("cuGraphLaunch"); (void)s; return graph_launch(ge); }
+CUresult CUDAAPI cuGraphLaunch_ptsz(CUgraphExec ge, CUstream s) { ENTER("cuGraphLaunch_ptsz"); (void)s; return graph_launch(ge); }
+
 /* ------------------------------------------------------------------ device and context */
 
 CUresult CUDAAPI cuInit(unsigned int flags) { ENTER("cuInit"); return flags ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS; }
@@ -1546,6 +1588,24 @@ static CUresult primary_release(CUdevice d) {
 }
 CUresult CUDAAPI cuDevicePrimaryCtxRelease_v2(CUdevice d) { ENTER("cuDevicePrimaryCtxRelease_v2"); return primary_release(d); }
 CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice d) { ENTER("cuDevicePrimaryCtxRelease"); return primary_release(d); }
+CUresult CUDAAPI cuDevicePrimaryCtxGetState(CUdevice d, unsigned int *flags, int *active) {
+    ENTER("cuDevicePrimaryCtxGetState");
+    if (!flags || !active) return CUDA_ERROR_INVALID_VALUE;
+    if (d != 0) return CUDA_ERROR_INVALID_DEVICE;
+    pthread_mutex_lock(&g_mu);
+    *active = g_primary_refs > 0;
+    pthread_mutex_unlock(&g_mu);
+    *flags = 0;
+    return CUDA_SUCCESS;
+}
+
+/* Called by the generated stubs for every driver export not defined here (libcuda_exports.txt). */
+__attribute__((visibility("hidden"))) CUresult uvmsim_drv_not_simulated(const char *name, atomic_int *once) {
+    if (!atomic_exchange(once, 1)) fprintf(stderr, "uvmsim: %s is not simulated\n", name);
+    if (g_child_poisoned) return CUDA_ERROR_NOT_INITIALIZED;
+    unsigned f = uvmsim_hook_enter(name);
+    return f ? (CUresult)f : CUDA_ERROR_NOT_SUPPORTED;
+}
 CUresult CUDAAPI cuCtxGetCurrent(CUcontext *pc) { ENTER("cuCtxGetCurrent"); if (!pc) return CUDA_ERROR_INVALID_VALUE; *pc = tl_ctx; return CUDA_SUCCESS; }
 CUresult CUDAAPI cuCtxSetCurrent(CUcontext c) {
     ENTER("cuCtxSetCurrent");
@@ -1677,6 +1737,9 @@ static const struct proc g_procs[] = {
     RP("cuStreamGetCaptureInfo", 10010, cuStreamGetCaptureInfo, cuStreamGetCaptureInfo_ptsz),
     R("cuThreadExchangeStreamCaptureMode", 10010, cuThreadExchangeStreamCaptureMode),
     R("cuGraphDestroy", 10000, cuGraphDestroy),
+    R("cuGraphGetNodes", 10000, cuGraphGetNodes), R("cuGraphInstantiateWithFlags", 11040, cuGraphInstantiateWithFlags),
+    R("cuGraphExecDestroy", 10000, cuGraphExecDestroy), RP("cuGraphLaunch", 10000, cuGraphLaunch, cuGraphLaunch_ptsz),
+    R("cuDevicePrimaryCtxGetState", 7000, cuDevicePrimaryCtxGetState),
 };
 
 static CUresult proc_lookup(const char *sym, void **pfn, int ver, cuuint64_t flags, CUdriverProcAddressQueryResult *st) {
