@@ -3,6 +3,9 @@
 #include "uvmc_config.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -16,6 +19,8 @@
 #define UVMC_CHUNK_MAX ((size_t)1 << 40)
 #define UVMC_ENV_PREFIX "UVMCHUNK_"
 #define UVMC_ENV_CONFIG "UVMCHUNK_CONFIG"
+#define UVMC_ENV_LIB "UVMCHUNK_LIB" /* read by uvmchunk-run, not a key */
+#define UVMC_FILE_MAX ((off_t)1 << 20) /* a config file is a few lines; refuse megabytes */
 #define UVMC_SYSTEM_CONFIG "/etc/uvmchunk.conf"
 
 enum uvmc_key_kind { UVMC_KEY_BOOL, UVMC_KEY_SIZE, UVMC_KEY_COUNT, UVMC_KEY_PREFETCH, UVMC_KEY_LOG_LEVEL, UVMC_KEY_ENGINE };
@@ -398,11 +403,26 @@ static void uvmc_parse_line(struct uvmc_config *cfg, char *line, size_t len, con
 static bool uvmc_parse_file_impl(struct uvmc_config *cfg, const char *path, bool quiet_if_absent,
                                  uvmc_diag_fn diag, void *ctx)
 {
-    FILE *f = fopen(path, "re");
-    if (f == NULL) {
+    /* Non-blocking open: a FIFO must not hang the first CUDA call. Only regular files are read. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) {
         int err = errno;
         if (!(quiet_if_absent && err == ENOENT))
             uvmc_diagf(diag, ctx, "cannot open config %s: %s", path, strerror(err));
+        return false;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > UVMC_FILE_MAX) {
+        uvmc_diagf(diag, ctx, "cannot read config %s: %s", path,
+                   S_ISREG(st.st_mode) ? "larger than 1MiB" : "not a regular file");
+        close(fd);
+        return false;
+    }
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    FILE *f = fdopen(fd, "r");
+    if (f == NULL) {
+        uvmc_diagf(diag, ctx, "cannot read config %s: %s", path, strerror(errno));
+        close(fd);
         return false;
     }
 
@@ -485,10 +505,15 @@ static void uvmc_apply_env(struct uvmc_config *cfg, const char *entry, uvmc_diag
     uvmc_config_set(cfg, key, eq + 1, where, diag, ctx); /* reports an unknown key itself */
 }
 
+static bool uvmc_is_env_var(const char *entry, const char *name)
+{
+    size_t n = strlen(name);
+    return strncmp(entry, name, n) == 0 && entry[n] == '=';
+}
+
 static bool uvmc_is_env_config(const char *entry)
 {
-    size_t n = strlen(UVMC_ENV_CONFIG);
-    return strncmp(entry, UVMC_ENV_CONFIG, n) == 0 && entry[n] == '=';
+    return uvmc_is_env_var(entry, UVMC_ENV_CONFIG);
 }
 
 void uvmc_config_load(struct uvmc_config *cfg, char *const *envp, uvmc_diag_fn diag, void *ctx)
@@ -517,7 +542,8 @@ void uvmc_config_load(struct uvmc_config *cfg, char *const *envp, uvmc_diag_fn d
     if (envp == NULL)
         return;
     for (char *const *e = envp; *e != NULL; e++) {
-        if (strncmp(*e, UVMC_ENV_PREFIX, strlen(UVMC_ENV_PREFIX)) != 0 || uvmc_is_env_config(*e))
+        if (strncmp(*e, UVMC_ENV_PREFIX, strlen(UVMC_ENV_PREFIX)) != 0 || uvmc_is_env_config(*e) ||
+            uvmc_is_env_var(*e, UVMC_ENV_LIB))
             continue;
         uvmc_apply_env(cfg, *e, diag, ctx);
     }

@@ -74,6 +74,10 @@ bool uvmc_classify(struct uvmc_copy *c)
         return false;
     if (!c->dst || !c->src || !uvmc_driver_ready())
         return false;
+    /* The engine's own real functions (found with the entry points in every real runtime). */
+    if (!uvmc_real.cudaMemcpyAsync || !uvmc_real.cudaMemcpyAsync_ptsz || !uvmc_real.cudaEventSynchronize ||
+        !uvmc_real.cudaStreamSynchronize)
+        return false;
     /* No current context: the real call would set one up; leave this call to it. */
     CUcontext ctx = NULL;
     if (uvmc_drv.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx)

@@ -65,71 +65,57 @@ static cudaError_t uvmc_issue_block(const struct uvmc_copy *c, __typeof__(uvmc_r
     return rc;
 }
 
-cudaError_t uvmc_engine_copy(const struct uvmc_copy *c, bool *fallback)
+/* The synchronous entry points return after the last block landed: an event after it, or the
+ * whole stream when no event can be had. The runtime reports an earlier block's failure here. */
+static cudaError_t uvmc_wait_copied(const struct uvmc_copy *c)
+{
+    CUevent ev;
+    if (uvmc_drv.cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS) {
+        cudaError_t rc = cudaErrorUnknown;
+        bool recorded = uvmc_drv.cuEventRecord(ev, c->hstream) == CUDA_SUCCESS;
+        if (recorded)
+            rc = uvmc_real.cudaEventSynchronize((cudaEvent_t)ev);
+        uvmc_drv.cuEventDestroy(ev);
+        if (recorded)
+            return rc;
+    }
+    return uvmc_real.cudaStreamSynchronize((cudaStream_t)c->hstream);
+}
+
+cudaError_t uvmc_engine_copy(const struct uvmc_copy *c)
 {
     const size_t chunk = uvmc_cfg.chunk_size;
     const size_t nblocks = c->count / chunk + (c->count % chunk != 0);
-    const unsigned slots = uvmc_cfg.depth < nblocks ? uvmc_cfg.depth : (unsigned)nblocks;
+    const size_t window = uvmc_cfg.depth < nblocks ? uvmc_cfg.depth : nblocks;
     const bool sync = c->entry == UVMC_EP_SYNC || c->entry == UVMC_EP_SYNC_PTDS;
     /* Blocks go through the asynchronous form of the caller's entry point; stream 0 keeps the
      * meaning it had there (legacy, or per-thread for _ptds/_ptsz). */
     __typeof__(uvmc_real.cudaMemcpyAsync) copy =
         uvmc_per_thread(c->entry) ? uvmc_real.cudaMemcpyAsync_ptsz : uvmc_real.cudaMemcpyAsync;
-    if (!copy || !uvmc_real.cudaEventSynchronize || !uvmc_real.cudaStreamSynchronize) {
-        *fallback = true;
-        return cudaSuccess;
-    }
-
-    /* One event per slot bounds the blocks in flight. Created through the driver so a failure
-     * leaves no last error behind; the caller then gets the unsplit call. */
-    CUevent ev[UVMC_DEPTH_MAX];
-    bool recorded[UVMC_DEPTH_MAX] = {false};
-    for (unsigned s = 0; s < slots; s++) {
-        if (uvmc_drv.cuEventCreate(&ev[s], CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) {
-            while (s--)
-                uvmc_drv.cuEventDestroy(ev[s]);
-            *fallback = true;
-            return cudaSuccess;
-        }
-    }
 
     if (c->host_engine)
         uvmc_host_pool_start();
     unsigned long long t0 = uvmc_now_ns();
-    for (size_t j = 0; j < slots; j++)
+    /* The prefetch of block i + window - 1 is queued just before block i, so it runs once block
+     * i - 1 has landed: at most `depth` blocks are prefetched ahead of the copy, bounded by the
+     * stream itself. The host never waits for the device here, so a stream that the caller gates
+     * on something it does after this call returns cannot deadlock. */
+    for (size_t j = 0; j < window; j++)
         uvmc_prefetch_block(c, j, nblocks);
 
     cudaError_t rc = cudaSuccess;
     size_t issued = 0;
     for (size_t i = 0; i < nblocks; i++) {
-        unsigned slot = (unsigned)(i % slots);
-        if (recorded[slot]) {
-            /* Waits for block i - slots. The runtime reports an earlier block's failure here,
-             * with its last error, as it would for the unsplit call. */
-            recorded[slot] = false;
-            rc = uvmc_real.cudaEventSynchronize((cudaEvent_t)ev[slot]);
-            if (rc != cudaSuccess)
-                break;
-        }
         if (i > 0)
-            uvmc_prefetch_block(c, i + slots - 1, nblocks);
+            uvmc_prefetch_block(c, i + window - 1, nblocks);
         size_t off = i * chunk;
-        size_t len = c->count - off < chunk ? c->count - off : chunk;
-        rc = uvmc_issue_block(c, copy, off, len);
+        rc = uvmc_issue_block(c, copy, off, c->count - off < chunk ? c->count - off : chunk);
         if (rc != cudaSuccess)
             break;
         issued++;
-        /* A failed record only loosens the bound on blocks in flight; stream order still holds. */
-        recorded[slot] = uvmc_drv.cuEventRecord(ev[slot], c->hstream) == CUDA_SUCCESS;
     }
-    if (rc == cudaSuccess && sync) {
-        unsigned last = (unsigned)((nblocks - 1) % slots);
-        rc = recorded[last] ? uvmc_real.cudaEventSynchronize((cudaEvent_t)ev[last])
-                            : uvmc_real.cudaStreamSynchronize((cudaStream_t)c->hstream);
-    }
-    /* Destroying a pending event is allowed: the driver frees it once it completes. */
-    for (unsigned s = 0; s < slots; s++)
-        uvmc_drv.cuEventDestroy(ev[s]);
+    if (rc == cudaSuccess && sync)
+        rc = uvmc_wait_copied(c);
 
     unsigned long long ns = uvmc_now_ns() - t0;
     atomic_fetch_add_explicit(&uvmc_stats.split, 1, memory_order_relaxed);

@@ -1,7 +1,10 @@
 /* resolve.c: finds the real CUDA functions, once and lazily, without ever loading a CUDA library.
  * Runtime names: dlsym(RTLD_NEXT), then dlopen(RTLD_NOLOAD)+dlvsym. Driver: cuGetProcAddress. */
 #include <dlfcn.h>
+#include <link.h>
 #include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "uvmc.h"
 
@@ -15,8 +18,52 @@ static const char *const uvmc_driver_sonames[] = {"libcuda.so.1", NULL};
 #define UVMC_LIBS_RUNTIME uvmc_runtime_sonames
 #define UVMC_LIBS_DRIVER uvmc_driver_sonames
 
+/* Paths of the loaded objects, collected first: dlopen is not called from inside the walk. */
+struct uvmc_objects {
+    char *path[256];
+    size_t n;
+};
+
+static int uvmc_collect_object(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)size;
+    struct uvmc_objects *o = arg;
+    if (info->dlpi_name && info->dlpi_name[0] && o->n < sizeof o->path / sizeof *o->path)
+        o->path[o->n++] = strdup(info->dlpi_name);
+    return 0;
+}
+
+/* True when fn lies in this library (a lookup through a scope that holds us came back to us). */
+static bool uvmc_is_ours(void *fn)
+{
+    Dl_info mine, theirs;
+    return dladdr((void *)uvmc_resolve_real, &mine) && dladdr(fn, &theirs) && mine.dli_fbase == theirs.dli_fbase;
+}
+
+/* Last resort for a library loaded RTLD_LOCAL under a name we do not know (wheels rename the
+ * runtimes they bundle, e.g. libcudart-1a2b3c4d.so.13): ask each loaded object's own scope, whose
+ * dependencies are searched and which never contains a preloaded library. */
+static void *uvmc_resolve_in_loaded_objects(const char *name)
+{
+    struct uvmc_objects o = {.n = 0};
+    void *fn = NULL;
+    dl_iterate_phdr(uvmc_collect_object, &o);
+    for (size_t i = 0; i < o.n; i++) {
+        void *h = o.path[i] && !fn ? dlopen(o.path[i], RTLD_LAZY | RTLD_NOLOAD) : NULL;
+        if (h) {
+            fn = dlsym(h, name);
+            if (fn && uvmc_is_ours(fn))
+                fn = NULL;
+            dlclose(h);
+        }
+        free(o.path[i]);
+    }
+    return fn;
+}
+
 /* Looks a name up past this library. RTLD_NEXT sees only the global scope; Python loads
- * extensions RTLD_LOCAL, so a library that came with one is found by its SONAME instead. */
+ * extensions RTLD_LOCAL, so a library that came with one is found by its SONAME instead, and
+ * failing that in whichever loaded object's scope defines it. */
 static void *uvmc_resolve_name(const char *name, const char *const *sonames)
 {
     void *fn = dlsym(RTLD_NEXT, name);
@@ -29,7 +76,7 @@ static void *uvmc_resolve_name(const char *name, const char *const *sonames)
             fn = dlsym(h, name); /* unversioned: the driver, or such a build of the runtime */
         dlclose(h);              /* drops only the reference NOLOAD took */
     }
-    return fn;
+    return fn ? fn : uvmc_resolve_in_loaded_objects(name);
 }
 
 static pthread_mutex_t uvmc_resolve_lock = PTHREAD_MUTEX_INITIALIZER;

@@ -13,13 +13,7 @@ static cudaError_t uvmc_large_copy(struct uvmc_copy *c)
         atomic_fetch_add_explicit(&uvmc_stats.passed_large, 1, memory_order_relaxed);
         rc = uvmc_passthrough(c);
     } else {
-        bool fallback = false;
-        rc = uvmc_engine_copy(c, &fallback);
-        if (fallback) {
-            atomic_fetch_add_explicit(&uvmc_stats.fallbacks, 1, memory_order_relaxed);
-            uvmc_log(UVMC_LOG_WARN, "could not set up a split copy of %zu bytes; passing it through", c->count);
-            rc = uvmc_passthrough(c);
-        }
+        rc = uvmc_engine_copy(c);
     }
     uvmc_tls_busy--;
     return rc;

@@ -21,9 +21,9 @@ void uvmc_stats_print(void)
     double secs = (double)UVMC_LOAD(split_ns) / 1e9;
     uvmc_log(UVMC_LOG_ERROR,
              "stats: split %llu copies (%llu bytes in %llu blocks, %.3f s, %.2f GB/s; %llu on the host "
-             "engine); passed through %llu at or above threshold, %llu below; %llu fallbacks, %llu "
-             "failed hints; %llu pinned requests served pageable (%llu bytes)",
+             "engine); passed through %llu at or above threshold, %llu below; %llu failed hints; "
+             "%llu pinned requests served pageable (%llu bytes)",
              UVMC_LOAD(split), bytes, UVMC_LOAD(blocks), secs, secs > 0 ? (double)bytes / secs / 1e9 : 0.0,
-             UVMC_LOAD(host_engine), UVMC_LOAD(passed_large), UVMC_LOAD(passed_small), UVMC_LOAD(fallbacks),
+             UVMC_LOAD(host_engine), UVMC_LOAD(passed_large), UVMC_LOAD(passed_small),
              UVMC_LOAD(hint_failures), UVMC_LOAD(substituted), UVMC_LOAD(substituted_bytes));
 }

@@ -99,7 +99,6 @@ struct uvmc_stats {
     atomic_ullong split_ns;     /* time spent inside split calls (queueing only, for async ones) */
     atomic_ullong passed_large; /* at or above threshold but not managed-to-host: passed through */
     atomic_ullong passed_small; /* below threshold (counted only when stats = on) */
-    atomic_ullong fallbacks;    /* split refused for lack of internal resources: passed through */
     atomic_ullong hint_failures;
     atomic_ullong substituted;       /* pinned requests served with pageable memory */
     atomic_ullong substituted_bytes; /* bytes those requests asked for (mapped, not committed) */
@@ -150,9 +149,8 @@ struct uvmc_copy {
  * (see BRIEF §2, §3). Makes only driver calls, which never touch the runtime's last error. */
 bool uvmc_classify(struct uvmc_copy *c);
 
-/* Runs a classified copy as blocks. Returns the first failing block's error, or cudaSuccess.
- * Sets *fallback (and queues nothing) when internal resources could not be created. */
-cudaError_t uvmc_engine_copy(const struct uvmc_copy *c, bool *fallback);
+/* Runs a classified copy as blocks. Returns the first failing block's error, or cudaSuccess. */
+cudaError_t uvmc_engine_copy(const struct uvmc_copy *c);
 
 /* The unmodified call, exactly as the caller made it. */
 cudaError_t uvmc_passthrough(const struct uvmc_copy *c);

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "uvmc_config.h"
@@ -565,6 +566,38 @@ START_TEST(load_no_env)
 }
 END_TEST
 
+START_TEST(non_regular_config_files_are_refused)
+{
+    /* A FIFO would block the open, /dev/zero would grow a line forever: one message each. */
+    char dir[] = "/tmp/uvmc_cfg_XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char fifo[64];
+    snprintf(fifo, sizeof fifo, "%s/fifo", dir);
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+    const char *paths[] = {fifo, "/dev/zero", dir};
+    for (size_t i = 0; i < 3; i++) {
+        struct uvmc_config c;
+        struct diag_log log = {0};
+        uvmc_config_defaults(&c);
+        ck_assert(!uvmc_config_parse_file(&c, paths[i], collect, &log));
+        ck_assert_int_eq(log.n, 1);
+        ck_assert_ptr_nonnull(strstr(log.line[0], paths[i]));
+    }
+    unlink(fifo);
+    rmdir(dir);
+}
+END_TEST
+
+START_TEST(launcher_variable_is_not_a_key)
+{
+    char *envp[] = {"UVMCHUNK_CONFIG=", "UVMCHUNK_LIB=/opt/libuvmchunk.so", NULL};
+    struct uvmc_config c;
+    struct diag_log log = {0};
+    uvmc_config_load(&c, envp, collect, &log);
+    ck_assert_int_eq(log.n, 0);
+}
+END_TEST
+
 /* ---- runner --------------------------------------------------------------------------------- */
 
 static Suite *config_suite(void)
@@ -599,6 +632,8 @@ static Suite *config_suite(void)
     tcase_add_test(tc, load_env_bad_and_unknown);
     tcase_add_test(tc, load_env_long_name);
     tcase_add_test(tc, load_no_env);
+    tcase_add_test(tc, non_regular_config_files_are_refused);
+    tcase_add_test(tc, launcher_variable_is_not_a_key);
     suite_add_tcase(s, tc);
     return s;
 }

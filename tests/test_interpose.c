@@ -300,7 +300,8 @@ END_TEST
 
 START_TEST(async_copy_returns_before_pinned_bytes_land)
 {
-    /* Only the last `depth` blocks may still be in flight when cudaMemcpyAsync returns. */
+    /* The split cudaMemcpyAsync only queues: with every operation delayed, nothing has landed
+     * when it returns; everything has after a synchronize. */
     cudaStream_t s;
     ck_assert_int_eq(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
     uvmsim_set_op_delay_us(20000);
@@ -308,10 +309,41 @@ START_TEST(async_copy_returns_before_pinned_bytes_land)
     size_t landed = 0;
     while (landed < big && pinned[landed] == test_pattern(landed))
         landed++;
-    ck_assert_uint_lt(landed, big);
-    size_t nb = test_blocks(big);
-    size_t in_flight_min = nb > test_cfg.depth ? (nb - test_cfg.depth) * test_cfg.chunk_size : 0;
-    ck_assert_uint_ge(landed, in_flight_min);
+    ck_assert_uint_lt(landed, test_cfg.chunk_size);
+    ck_assert_int_eq(cudaStreamSynchronize(s), cudaSuccess);
+    expect_bytes(pinned, managed, big);
+    ck_assert_int_eq(cudaStreamDestroy(s), cudaSuccess);
+}
+END_TEST
+
+struct gate {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int open;
+};
+
+static void CUDART_CB wait_gate_fn(void *arg)
+{
+    struct gate *g = arg;
+    pthread_mutex_lock(&g->lock);
+    while (!g->open)
+        pthread_cond_wait(&g->cond, &g->lock);
+    pthread_mutex_unlock(&g->lock);
+}
+
+START_TEST(async_copy_behind_a_host_gate_does_not_deadlock)
+{
+    /* The stream waits for something the program does only after cudaMemcpyAsync returns: the
+     * split call must return without waiting for any block, as the unsplit one would. */
+    cudaStream_t s;
+    struct gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+    ck_assert_int_eq(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+    ck_assert_int_eq(cudaLaunchHostFunc(s, wait_gate_fn, &g), cudaSuccess);
+    ck_assert_int_eq(cudaMemcpyAsync(pinned, managed, big, cudaMemcpyDeviceToHost, s), cudaSuccess);
+    pthread_mutex_lock(&g.lock);
+    g.open = 1;
+    pthread_cond_signal(&g.cond);
+    pthread_mutex_unlock(&g.lock);
     ck_assert_int_eq(cudaStreamSynchronize(s), cudaSuccess);
     expect_bytes(pinned, managed, big);
     ck_assert_int_eq(cudaStreamDestroy(s), cudaSuccess);
@@ -367,23 +399,23 @@ START_TEST(failing_block_returns_its_error_and_leaks_nothing)
 }
 END_TEST
 
-START_TEST(failed_event_creation_falls_back_unsplit)
+START_TEST(synchronous_copy_without_an_event_still_waits)
 {
+    /* No event for the final wait: the whole stream is synchronized instead; no error leaks. */
+    uvmsim_set_op_delay_us(300);
     uvmsim_fail_nth("cuEventCreate", 1, CUDA_ERROR_OUT_OF_MEMORY);
-    struct seen r = copy_async(pinned, managed, big, cudaMemcpyDeviceToHost, 0);
-    ck_assert_int_eq(r.rc, cudaSuccess);
-    ck_assert_uint_eq(r.async_copies, 1);
-    ck_assert_int_eq(cudaPeekAtLastError(), cudaSuccess);
+    unsigned long long a = block_calls("cudaMemcpyAsync");
+    ck_assert_int_eq(cudaMemcpy(pinned, managed, big, cudaMemcpyDeviceToHost), cudaSuccess);
+    ck_assert_uint_eq(block_calls("cudaMemcpyAsync") - a, test_blocks(big));
     expect_bytes(pinned, managed, big);
+    ck_assert_int_eq(cudaPeekAtLastError(), cudaSuccess);
 }
 END_TEST
 
-START_TEST(failed_wait_returns_its_error)
+START_TEST(failed_final_wait_returns_its_error)
 {
-    if (test_blocks(big) <= test_cfg.depth)
-        return; /* no wait happens inside an asynchronous copy this short */
     uvmsim_fail_nth("cudaEventSynchronize", 1, cudaErrorLaunchFailure);
-    ck_assert_int_eq(cudaMemcpyAsync(pinned, managed, big, cudaMemcpyDeviceToHost, 0), cudaErrorLaunchFailure);
+    ck_assert_int_eq(cudaMemcpy(pinned, managed, big, cudaMemcpyDeviceToHost), cudaErrorLaunchFailure);
     ck_assert_int_eq(cudaGetLastError(), cudaErrorLaunchFailure);
     ck_assert_int_eq(cudaDeviceSynchronize(), cudaSuccess);
 }
@@ -712,10 +744,11 @@ int main(int argc, char **argv)
         tcase_add_test(tc, order_on_legacy_stream);
         tcase_add_test(tc, order_on_per_thread_stream);
         tcase_add_test(tc, async_copy_returns_before_pinned_bytes_land);
+        tcase_add_test(tc, async_copy_behind_a_host_gate_does_not_deadlock);
         tcase_add_test(tc, capturing_stream_passes_through_and_stays_valid);
         tcase_add_test(tc, failing_block_returns_its_error_and_leaks_nothing);
-        tcase_add_test(tc, failed_event_creation_falls_back_unsplit);
-        tcase_add_test(tc, failed_wait_returns_its_error);
+        tcase_add_test(tc, synchronous_copy_without_an_event_still_waits);
+        tcase_add_test(tc, failed_final_wait_returns_its_error);
         tcase_add_test(tc, no_prefetch_when_configured_none);
     } else if (!strcmp(which, "hints")) {
         if (test_cfg.prefetch == UVMC_PREFETCH_NONE) {

@@ -26,17 +26,23 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+/* Digits with an optional K, M or G suffix; 0 for anything else. */
 static size_t parse_size(const char *s)
 {
     char *end;
+    if (*s < '0' || *s > '9')
+        return 0;
     unsigned long long v = strtoull(s, &end, 10);
+    unsigned shift = 0;
     switch (*end) {
-    case 'G': case 'g': v <<= 30; break;
-    case 'M': case 'm': v <<= 20; break;
-    case 'K': case 'k': v <<= 10; break;
+    case 'G': case 'g': shift = 30; end++; break;
+    case 'M': case 'm': shift = 20; end++; break;
+    case 'K': case 'k': shift = 10; end++; break;
     default: break;
     }
-    return (size_t)v;
+    if (*end != '\0' || v > (~0ull >> shift))
+        return 0;
+    return (size_t)(v << shift);
 }
 
 /* The caching host allocator rounds every request up to a power of two (BRIEF §1). */
@@ -67,18 +73,18 @@ int main(int argc, char **argv)
     setvbuf(stdout, NULL, _IOLBF, 0); /* lines reach a pipe before the library's exit summary */
     size_t size = (size_t)1 << 30;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--size") && i + 1 < argc)
+        if (!strcmp(argv[i], "--size") && i + 1 < argc) {
             size = parse_size(argv[++i]);
-        else {
+            if (size < 8) {
+                fprintf(stderr, "uvmchunk-demo: bad --size '%s' (want e.g. 512M, 4G, at least 8 bytes)\n", argv[i]);
+                return 2;
+            }
+        } else {
             fprintf(stderr, "usage: uvmchunk-demo [--size BYTES[K|M|G]]\n");
             return 2;
         }
     }
     size &= ~(size_t)7; /* the pattern is written in 8-byte words */
-    if (size == 0) {
-        fprintf(stderr, "uvmchunk-demo: size must be at least 8 bytes\n");
-        return 2;
-    }
 
     int count = 0;
     CHECK(cudaGetDeviceCount(&count));

@@ -21,8 +21,19 @@ uvmc_build() {
     # The CUDA toolkit provides the headers (found by CMake's FindCUDAToolkit); add its usual
     # place to PATH when nvcc is not there yet.
     command -v nvcc >/dev/null 2>&1 || export PATH="$PATH:/usr/local/cuda/bin"
-    cmake -S "$UVMC_TOP" -B "$UVMC_BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
-    cmake --build "$UVMC_BUILD" -j "$(nproc)" >/dev/null
+    if ! command -v nvcc >/dev/null 2>&1; then
+        echo "uvmchunk: the CUDA toolkit (nvcc, cuda.h) was not found on PATH or in /usr/local/cuda;" \
+             "install it first (only its headers are used)" >&2
+        exit 1
+    fi
+    local log="$UVMC_BUILD.log"
+    mkdir -p "$UVMC_BUILD"
+    if ! { cmake -S "$UVMC_TOP" -B "$UVMC_BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" &&
+           cmake --build "$UVMC_BUILD" -j "$(nproc)"; } >"$log" 2>&1; then
+        tail -n 30 "$log" >&2
+        echo "uvmchunk: build failed; full log in $log" >&2
+        exit 1
+    fi
 }
 
 uvmc_install_packages
