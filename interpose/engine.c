@@ -1,5 +1,5 @@
 /* engine.c: runs one classified copy as consecutive blocks of chunk_size bytes on the caller's
- * stream, at most `depth` in flight, with stream-ordered prefetch of the blocks ahead. */
+ * stream (host memcpy or copy engine), with at most `depth` blocks prefetched ahead in stream order. */
 #include <stdint.h>
 #include <stdlib.h>
 

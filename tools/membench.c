@@ -1,0 +1,275 @@
+/* membench.c: uvmchunk-membench, the memory and throughput figures of the pinned substitution and
+ * the host engine: replays the checkpoint call sequence in child processes with and without
+ * libuvmchunk.so preloaded and prints one table per mode. Figures only; nothing is asserted. */
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+
+#define MIB ((size_t)1 << 20)
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static size_t next_pow2(size_t n)
+{
+    size_t p = 1;
+    while (p < n)
+        p <<= 1;
+    return p;
+}
+
+static long status_kib(const char *field)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long v = -1;
+    size_t n = strlen(field);
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, field, n))
+            v = strtol(line + n, NULL, 10);
+    if (f)
+        fclose(f);
+    return v;
+}
+
+/* Resets VmHWM to the current RSS (Linux: "5" to clear_refs), so each step has its own peak. */
+static int reset_peak(void)
+{
+    FILE *f = fopen("/proc/self/clear_refs", "w");
+    if (!f)
+        return -1;
+    int ok = fputs("5", f) >= 0;
+    return fclose(f) == 0 && ok ? 0 : -1;
+}
+
+#define CHECK(call)                                                                      \
+    do {                                                                                 \
+        cudaError_t e_ = (call);                                                         \
+        if (e_ != cudaSuccess) {                                                         \
+            fprintf(stderr, "membench: %s failed: %d\n", #call, (int)e_);                \
+            exit(1);                                                                     \
+        }                                                                                \
+    } while (0)
+
+/* A managed table of `table` bytes, resident in host RAM with FBGEMM's advice (BRIEF §1). */
+static uint8_t *make_table(size_t table)
+{
+    uint8_t *t;
+    CHECK(cudaMallocManaged((void **)&t, table, cudaMemAttachGlobal));
+    CUmemLocation cpu = {.type = CU_MEM_LOCATION_TYPE_HOST, .id = 0};
+    CUmemLocation gpu = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0};
+    cuMemAdvise_v2((CUdeviceptr)(uintptr_t)t, table, CU_MEM_ADVISE_SET_PREFERRED_LOCATION, cpu);
+    cuMemAdvise_v2((CUdeviceptr)(uintptr_t)t, table, CU_MEM_ADVISE_SET_ACCESSED_BY, gpu);
+    for (size_t i = 0; i < table; i += 4096)
+        t[i] = (uint8_t)(i >> 12);
+    return t;
+}
+
+/* Child, memory mode: ten checkpoint copies with sizes in ratio 1 : 7 : 33 of `table`, each
+ * into a fresh pinned destination of the power-of-two size, as PyTorch allocates it. Prints one
+ * line per step: size, peak extra KiB, extra KiB after the free. */
+static int child_memory(size_t table)
+{
+    uint8_t *t = make_table(table);
+    cudaStream_t s;
+    CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    long base = status_kib("VmRSS:");
+    static const unsigned ratio[] = {1, 7, 33, 1, 7, 33, 1, 7, 33, 33};
+    for (int k = 0; k < 10; k++) {
+        size_t n = table / 33 * ratio[k];
+        if (ratio[k] == 33)
+            n = table;
+        if (reset_peak() != 0) {
+            fprintf(stderr, "membench: cannot reset the peak RSS (/proc/self/clear_refs)\n");
+            return 1;
+        }
+        void *dst;
+        CHECK(cudaHostAlloc(&dst, next_pow2(n), cudaHostAllocDefault));
+        CHECK(cudaMemcpyAsync(dst, t, n, cudaMemcpyDeviceToHost, s));
+        CHECK(cudaStreamSynchronize(s));
+        long peak = status_kib("VmHWM:") - base;
+        CHECK(cudaFreeHost(dst));
+        long after = status_kib("VmRSS:") - base;
+        printf("step %d %zu %ld %ld\n", k, n, peak, after);
+    }
+    return 0;
+}
+
+/* Child, throughput mode: one copy of n bytes from the table into a pageable destination already
+ * faulted in; prints seconds. */
+static int child_throughput(size_t n)
+{
+    uint8_t *t = make_table(n);
+    uint8_t *dst = malloc(n);
+    if (!dst)
+        return 1;
+    memset(dst, 0, n);
+    cudaStream_t s;
+    CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    double t0 = now_s();
+    CHECK(cudaMemcpyAsync(dst, t, n, cudaMemcpyDeviceToHost, s));
+    CHECK(cudaStreamSynchronize(s));
+    double secs = now_s() - t0;
+    int bad = memcmp(dst, t, n) != 0;
+    printf("seconds %.6f %s\n", secs, bad ? "MISMATCH" : "ok");
+    return bad;
+}
+
+/* Runs this program as a child with extra environment, returns its stdout (caller frees). */
+static char *run_child(const char *lib, const char *mode, size_t size, const char *const *env)
+{
+    int fd[2];
+    if (pipe(fd) != 0)
+        return NULL;
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fd[1], 1);
+        close(fd[0]);
+        close(fd[1]);
+        for (; env && *env; env++)
+            putenv((char *)*env);
+        if (lib)
+            setenv("LD_PRELOAD", lib, 1);
+        else
+            unsetenv("LD_PRELOAD");
+        char arg[32];
+        snprintf(arg, sizeof arg, "%zu", size);
+        execl("/proc/self/exe", "uvmchunk-membench", "--child", mode, arg, (char *)NULL);
+        _exit(127);
+    }
+    close(fd[1]);
+    size_t cap = 1 << 16, len = 0;
+    char *out = malloc(cap);
+    ssize_t got;
+    while (out && (got = read(fd[0], out + len, cap - 1 - len)) > 0)
+        len += (size_t)got;
+    close(fd[0]);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    if (!out || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        fprintf(stderr, "membench: child %s %s failed\n", mode, lib ? "with the library" : "without it");
+        free(out);
+        return NULL;
+    }
+    out[len] = '\0';
+    return out;
+}
+
+static int parse_steps(const char *out, size_t n[10], long peak[10], long after[10])
+{
+    int k, got = 0;
+    for (const char *p = out; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
+        size_t sz;
+        long pk, af;
+        if (sscanf(p, "step %d %zu %ld %ld", &k, &sz, &pk, &af) == 4 && k >= 0 && k < 10) {
+            n[k] = sz;
+            peak[k] = pk;
+            after[k] = af;
+            got++;
+        }
+    }
+    return got;
+}
+
+static int memory_mode(const char *lib, size_t table)
+{
+    static const char *const env[] = {"UVMCHUNK_CONFIG=", NULL};
+    char *without = run_child(NULL, "memory", table, env), *with = run_child(lib, "memory", table, env);
+    size_t n[10];
+    long pk0[10], af0[10], pk1[10], af1[10];
+    if (!without || !with || parse_steps(without, n, pk0, af0) != 10 || parse_steps(with, n, pk1, af1) != 10)
+        return 1;
+    size_t bound_extra = 4 * 64 * MIB + 16 * MIB; /* depth x chunk_size + 16 MiB at the defaults */
+    printf("memory: managed table %zu MiB (simulated runtime; pinned allocations commit every page)\n",
+           table / MIB);
+    printf("%-4s %12s %12s %14s %14s %7s %12s %12s %s\n", "step", "copy MiB", "pinned MiB", "peak without",
+           "peak with", "ratio", "after free", "bound MiB", "");
+    int ok = 1;
+    for (int k = 0; k < 10; k++) {
+        double ratio = pk1[k] > 0 ? (double)pk0[k] / (double)pk1[k] : 0;
+        long bound = (long)((n[k] + bound_extra) >> 10);
+        int met = pk1[k] <= bound && af1[k] < 16 * 1024;
+        ok &= met;
+        printf("%-4d %12zu %12zu %11ld Mi %11ld Mi %6.2fx %9ld Mi %12ld %s\n", k, n[k] / MIB, next_pow2(n[k]) / MIB,
+               pk0[k] >> 10, pk1[k] >> 10, ratio, af1[k] >> 10, bound >> 10, met ? "within bound" : "OVER BOUND");
+    }
+    printf("memory: largest copy peak ratio without/with = %.2fx (target >= 1.4x); bounds %s\n",
+           pk1[9] > 0 ? (double)pk0[9] / (double)pk1[9] : 0.0, ok ? "met" : "NOT met");
+    free(without);
+    free(with);
+    return 0;
+}
+
+static double child_seconds(const char *lib, size_t n, const char *const *env)
+{
+    char *out = run_child(lib, "throughput", n, env);
+    double s = -1;
+    char verdict[16] = "";
+    if (out && sscanf(out, "seconds %lf %15s", &s, verdict) == 2 && strcmp(verdict, "ok") != 0)
+        s = -1;
+    free(out);
+    return s;
+}
+
+static int throughput_mode(const char *lib, size_t n)
+{
+    static const char *const base[] = {"UVMCHUNK_CONFIG=", NULL};
+    double unchunked = child_seconds(NULL, n, base);
+    printf("throughput: %zu MiB managed -> pageable, simulated runtime\n", n / MIB);
+    printf("%-34s %10s %9s %7s\n", "path", "seconds", "GB/s", "ratio");
+    printf("%-34s %10.4f %9.2f %7s\n", "one unchunked copy (no library)", unchunked, (double)n / unchunked / 1e9, "1.00");
+    static const char *const threads[] = {"UVMCHUNK_COPY_THREADS=1", "UVMCHUNK_COPY_THREADS=2", "UVMCHUNK_COPY_THREADS=4"};
+    for (int i = 0; i < 3; i++) {
+        const char *env[] = {"UVMCHUNK_CONFIG=", "UVMCHUNK_ENGINE=host", threads[i], NULL};
+        double s = child_seconds(lib, n, env);
+        char label[64];
+        snprintf(label, sizeof label, "host engine, %s", threads[i] + strlen("UVMCHUNK_"));
+        printf("%-34s %10.4f %9.2f %6.2fx\n", label, s, (double)n / s / 1e9, unchunked / s);
+    }
+    return unchunked > 0 ? 0 : 1;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 4 && !strcmp(argv[1], "--child")) {
+        size_t size = strtoull(argv[3], NULL, 10);
+        return !strcmp(argv[2], "memory") ? child_memory(size) : child_throughput(size);
+    }
+    const char *mode = argc > 1 ? argv[1] : "all";
+    const char *lib = getenv("UVMCHUNK_LIB");
+    char path[4096];
+    if (!lib) {
+        /* libuvmchunk.so next to this program (the build tree's layout). */
+        ssize_t len = readlink("/proc/self/exe", path, sizeof path - 32);
+        if (len <= 0)
+            return 1;
+        path[len] = '\0';
+        strcpy(strrchr(path, '/') + 1, "libuvmchunk.so");
+        lib = path;
+    }
+    size_t mem = (size_t)2048 * MIB + 64 * MIB, thr = (size_t)1024 * MIB;
+    if (argc > 2)
+        mem = thr = strtoull(argv[2], NULL, 10) * MIB;
+    int rc = 0;
+    if (!strcmp(mode, "memory") || !strcmp(mode, "all"))
+        rc |= memory_mode(lib, mem);
+    if (!strcmp(mode, "throughput") || !strcmp(mode, "all"))
+        rc |= throughput_mode(lib, thr);
+    if (rc == 0 && strcmp(mode, "memory") && strcmp(mode, "throughput") && strcmp(mode, "all")) {
+        fprintf(stderr, "usage: uvmchunk-membench [memory|throughput|all] [MiB]\n");
+        return 2;
+    }
+    return rc;
+}
