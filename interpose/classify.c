@@ -8,10 +8,9 @@
  * (BRIEF §7); the driver calls below get the explicit handle so no build flag changes it. */
 static CUstream uvmc_explicit_stream(const struct uvmc_copy *c)
 {
-    bool per_thread = c->entry == UVMC_EP_SYNC_PTDS || c->entry == UVMC_EP_ASYNC_PTSZ;
     if (c->stream)
-        return (CUstream)c->stream;
-    return per_thread ? CU_STREAM_PER_THREAD : CU_STREAM_LEGACY;
+        return c->stream;
+    return c->per_thread ? CU_STREAM_PER_THREAD : CU_STREAM_LEGACY;
 }
 
 /* [src, src+count) lies in one managed allocation. One driver query gives all three attributes. */
@@ -63,7 +62,7 @@ static bool uvmc_source_prefers_cpu(const struct uvmc_copy *c)
  * through the driver) or the source lives on the host by preference (no PCIe crossing at all). */
 static bool uvmc_use_host_engine(const struct uvmc_copy *c)
 {
-    if (!uvmc_real.cudaLaunchHostFunc || uvmc_cfg.engine == UVMC_ENGINE_COPY)
+    if (uvmc_cfg.engine == UVMC_ENGINE_COPY || !c->api->ready(true))
         return false;
     return uvmc_cfg.engine == UVMC_ENGINE_HOST || !c->dst_pinned || uvmc_source_prefers_cpu(c);
 }
@@ -74,9 +73,7 @@ bool uvmc_classify(struct uvmc_copy *c)
         return false;
     if (!c->dst || !c->src || !uvmc_driver_ready())
         return false;
-    /* The engine's own real functions (found with the entry points in every real runtime). */
-    if (!uvmc_real.cudaMemcpyAsync || !uvmc_real.cudaMemcpyAsync_ptsz || !uvmc_real.cudaEventSynchronize ||
-        !uvmc_real.cudaStreamSynchronize)
+    if (!c->api->ready(false))
         return false;
     /* No current context: the real call would set one up; leave this call to it. */
     CUcontext ctx = NULL;

@@ -5,26 +5,6 @@
 
 #include "uvmc.h"
 
-static bool uvmc_per_thread(enum uvmc_entry e)
-{
-    return e == UVMC_EP_SYNC_PTDS || e == UVMC_EP_ASYNC_PTSZ;
-}
-
-cudaError_t uvmc_passthrough(const struct uvmc_copy *c)
-{
-    switch (c->entry) {
-    case UVMC_EP_SYNC:
-        return uvmc_real.cudaMemcpy(c->dst, c->src, c->count, c->kind);
-    case UVMC_EP_SYNC_PTDS:
-        return uvmc_real.cudaMemcpy_ptds(c->dst, c->src, c->count, c->kind);
-    case UVMC_EP_ASYNC:
-        return uvmc_real.cudaMemcpyAsync(c->dst, c->src, c->count, c->kind, c->stream);
-    case UVMC_EP_ASYNC_PTSZ:
-        return uvmc_real.cudaMemcpyAsync_ptsz(c->dst, c->src, c->count, c->kind, c->stream);
-    }
-    return cudaErrorInvalidValue; /* unreachable: every entry is handled above */
-}
-
 /* A stream-ordered prefetch of block j: to the host for the host engine (its memcpy then faults
  * on nothing), else as configured. A hint: its failure is counted, never returned. */
 static void uvmc_prefetch_block(const struct uvmc_copy *c, size_t j, size_t nblocks)
@@ -47,51 +27,45 @@ static void uvmc_prefetch_block(const struct uvmc_copy *c, size_t j, size_t nblo
     }
 }
 
-/* Queues block [off, off+len): a host function for the host engine (its failure sets the
- * runtime's last error like a failed copy), else a real copy on the caller's stream. */
-static cudaError_t uvmc_issue_block(const struct uvmc_copy *c, __typeof__(uvmc_real.cudaMemcpyAsync) copy,
-                                    size_t off, size_t len)
+/* Queues block [off, off+len): a host function for the host engine (a failure to enqueue it is
+ * reported like a failed copy), else a real copy on the caller's stream. */
+static int uvmc_issue_block(const struct uvmc_copy *c, size_t off, size_t len)
 {
     void *dst = (char *)c->dst + off;
     const void *src = (const char *)c->src + off;
     if (!c->host_engine)
-        return copy(dst, src, len, c->kind, c->stream);
+        return c->api->block(c, dst, src, len);
     struct uvmc_host_job *job = uvmc_host_job_new(dst, src, len);
     if (!job)
-        return cudaErrorMemoryAllocation;
-    cudaError_t rc = uvmc_real.cudaLaunchHostFunc((cudaStream_t)c->hstream, uvmc_host_copy_fn, job);
-    if (rc != cudaSuccess)
+        return c->api->out_of_memory;
+    int rc = c->api->host_fn(c, job);
+    if (rc != 0)
         free(job); /* never queued, so never run */
     return rc;
 }
 
 /* The synchronous entry points return after the last block landed: an event after it, or the
- * whole stream when no event can be had. The runtime reports an earlier block's failure here. */
-static cudaError_t uvmc_wait_copied(const struct uvmc_copy *c)
+ * whole stream when no event can be had. An earlier block's failure is reported here. */
+static int uvmc_wait_copied(const struct uvmc_copy *c)
 {
     CUevent ev;
     if (uvmc_drv.cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS) {
-        cudaError_t rc = cudaErrorUnknown;
+        int rc = 0;
         bool recorded = uvmc_drv.cuEventRecord(ev, c->hstream) == CUDA_SUCCESS;
         if (recorded)
-            rc = uvmc_real.cudaEventSynchronize((cudaEvent_t)ev);
+            rc = c->api->event_sync(ev);
         uvmc_drv.cuEventDestroy(ev);
         if (recorded)
             return rc;
     }
-    return uvmc_real.cudaStreamSynchronize((cudaStream_t)c->hstream);
+    return c->api->stream_sync(c->hstream);
 }
 
-cudaError_t uvmc_engine_copy(const struct uvmc_copy *c)
+int uvmc_engine_copy(const struct uvmc_copy *c)
 {
     const size_t chunk = uvmc_cfg.chunk_size;
     const size_t nblocks = c->count / chunk + (c->count % chunk != 0);
     const size_t window = uvmc_cfg.depth < nblocks ? uvmc_cfg.depth : nblocks;
-    const bool sync = c->entry == UVMC_EP_SYNC || c->entry == UVMC_EP_SYNC_PTDS;
-    /* Blocks go through the asynchronous form of the caller's entry point; stream 0 keeps the
-     * meaning it had there (legacy, or per-thread for _ptds/_ptsz). */
-    __typeof__(uvmc_real.cudaMemcpyAsync) copy =
-        uvmc_per_thread(c->entry) ? uvmc_real.cudaMemcpyAsync_ptsz : uvmc_real.cudaMemcpyAsync;
 
     if (c->host_engine)
         uvmc_host_pool_start();
@@ -103,18 +77,18 @@ cudaError_t uvmc_engine_copy(const struct uvmc_copy *c)
     for (size_t j = 0; j < window; j++)
         uvmc_prefetch_block(c, j, nblocks);
 
-    cudaError_t rc = cudaSuccess;
+    int rc = 0;
     size_t issued = 0;
     for (size_t i = 0; i < nblocks; i++) {
         if (i > 0)
             uvmc_prefetch_block(c, i + window - 1, nblocks);
         size_t off = i * chunk;
-        rc = uvmc_issue_block(c, copy, off, c->count - off < chunk ? c->count - off : chunk);
-        if (rc != cudaSuccess)
+        rc = uvmc_issue_block(c, off, c->count - off < chunk ? c->count - off : chunk);
+        if (rc != 0)
             break;
         issued++;
     }
-    if (rc == cudaSuccess && sync)
+    if (rc == 0 && c->sync)
         rc = uvmc_wait_copied(c);
 
     unsigned long long ns = uvmc_now_ns() - t0;
@@ -128,9 +102,24 @@ cudaError_t uvmc_engine_copy(const struct uvmc_copy *c)
         uvmc_log(UVMC_LOG_DEBUG,
                  "split %s copy of %zu bytes into %zu/%zu blocks of %zu on the %s engine (%s "
                  "destination, stream %p): %.3f ms, %s",
-                 sync ? "synchronous" : "asynchronous", c->count, issued, nblocks, chunk,
-                 c->host_engine ? "host" : "copy",
-                 c->dst_pinned ? "pinned" : "pageable", (void *)c->hstream, (double)ns / 1e6,
-                 rc == cudaSuccess ? "ok" : "failed");
+                 c->sync ? "synchronous" : "asynchronous", c->count, issued, nblocks, chunk,
+                 c->host_engine ? "host" : "copy", c->dst_pinned ? "pinned" : "pageable", (void *)c->hstream,
+                 (double)ns / 1e6, rc == 0 ? "ok" : "failed");
+    return rc;
+}
+
+/* The one path of a copy at or above the threshold. The guard makes CUDA calls made beneath it
+ * (ours, or the runtime's own driver calls) pass straight through: a copy is split once. */
+int uvmc_large_copy(struct uvmc_copy *c)
+{
+    int rc;
+    uvmc_tls_busy++;
+    if (uvmc_classify(c)) {
+        rc = uvmc_engine_copy(c);
+    } else {
+        atomic_fetch_add_explicit(&uvmc_stats.passed_large, 1, memory_order_relaxed);
+        rc = c->api->passthrough(c);
+    }
+    uvmc_tls_busy--;
     return rc;
 }

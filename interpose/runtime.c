@@ -1,55 +1,96 @@
-/* runtime.c: the exported CUDA runtime entry points. Each checks the size first (one comparison,
- * no CUDA call below the threshold), then hands a large copy to classify → engine → real call. */
+/* runtime.c: the exported CUDA runtime copy entry points. Each checks the size first (one
+ * comparison, no CUDA call below the threshold), then hands a large copy to classify → engine. */
 #include <stdint.h>
 
 #include "uvmc.h"
 
+enum uvmc_runtime_entry { UVMC_RT_SYNC, UVMC_RT_SYNC_PTDS, UVMC_RT_ASYNC, UVMC_RT_ASYNC_PTSZ };
 
-static cudaError_t uvmc_large_copy(struct uvmc_copy *c)
+static bool uvmc_rt_ready(bool host)
 {
-    cudaError_t rc;
-    uvmc_tls_busy++;
-    if (!uvmc_classify(c)) {
-        atomic_fetch_add_explicit(&uvmc_stats.passed_large, 1, memory_order_relaxed);
-        rc = uvmc_passthrough(c);
-    } else {
-        rc = uvmc_engine_copy(c);
-    }
-    uvmc_tls_busy--;
-    return rc;
+    return uvmc_real.cudaMemcpyAsync && uvmc_real.cudaMemcpyAsync_ptsz && uvmc_real.cudaEventSynchronize &&
+           uvmc_real.cudaStreamSynchronize && (!host || uvmc_real.cudaLaunchHostFunc);
 }
+
+/* Blocks go through the asynchronous form of the caller's entry point; stream 0 keeps the
+ * meaning it had there (legacy, or per-thread for _ptds/_ptsz). Failures set the last error. */
+static int uvmc_rt_block(const struct uvmc_copy *c, void *dst, const void *src, size_t len)
+{
+    __typeof__(uvmc_real.cudaMemcpyAsync) copy = c->per_thread ? uvmc_real.cudaMemcpyAsync_ptsz : uvmc_real.cudaMemcpyAsync;
+    return copy(dst, src, len, c->kind, (cudaStream_t)c->stream);
+}
+
+static int uvmc_rt_host_fn(const struct uvmc_copy *c, struct uvmc_host_job *job)
+{
+    return uvmc_real.cudaLaunchHostFunc((cudaStream_t)c->hstream, uvmc_host_copy_fn, job);
+}
+
+static int uvmc_rt_event_sync(CUevent ev)
+{
+    return uvmc_real.cudaEventSynchronize((cudaEvent_t)ev);
+}
+
+static int uvmc_rt_stream_sync(CUstream s)
+{
+    return uvmc_real.cudaStreamSynchronize((cudaStream_t)s);
+}
+
+static int uvmc_rt_passthrough(const struct uvmc_copy *c)
+{
+    switch ((enum uvmc_runtime_entry)c->entry) {
+    case UVMC_RT_SYNC:
+        return uvmc_real.cudaMemcpy(c->dst, c->src, c->count, c->kind);
+    case UVMC_RT_SYNC_PTDS:
+        return uvmc_real.cudaMemcpy_ptds(c->dst, c->src, c->count, c->kind);
+    case UVMC_RT_ASYNC:
+        return uvmc_real.cudaMemcpyAsync(c->dst, c->src, c->count, c->kind, (cudaStream_t)c->stream);
+    case UVMC_RT_ASYNC_PTSZ:
+        return uvmc_real.cudaMemcpyAsync_ptsz(c->dst, c->src, c->count, c->kind, (cudaStream_t)c->stream);
+    }
+    return cudaErrorInvalidValue; /* unreachable: every entry is handled above */
+}
+
+static const struct uvmc_api uvmc_runtime_api = {
+    .ready = uvmc_rt_ready,
+    .block = uvmc_rt_block,
+    .host_fn = uvmc_rt_host_fn,
+    .event_sync = uvmc_rt_event_sync,
+    .stream_sync = uvmc_rt_stream_sync,
+    .passthrough = uvmc_rt_passthrough,
+    .out_of_memory = cudaErrorMemoryAllocation,
+};
 
 /* Shared shape of the four copy wrappers: init, resolve, size test, then the large-copy path.
  * A below-threshold call is counted only when stats are on (one predictable branch otherwise). */
-#define UVMC_COPY_BODY(name, entry_, stream_, ...)                                                 \
-    UVMC_REAL_OR_RETURN(name, cudaErrorSharedObjectSymbolNotFound);                                \
-    if (UVMC_LIKELY(count < uvmc_hot_threshold) || uvmc_tls_busy) {                                \
-        if (UVMC_UNLIKELY(uvmc_cfg.stats))                                                         \
-            atomic_fetch_add_explicit(&uvmc_stats.passed_small, 1, memory_order_relaxed);          \
-        return uvmc_real.name(__VA_ARGS__);                                                        \
-    }                                                                                              \
-    struct uvmc_copy c = {.dst = dst, .src = src, .count = count, .kind = kind, .stream = stream_, \
-                          .entry = entry_};                                                        \
-    return uvmc_large_copy(&c);
+#define UVMC_COPY_BODY(name, entry_, sync_, ptd_, stream_, ...)                                        \
+    UVMC_REAL_OR_RETURN(name, cudaErrorSharedObjectSymbolNotFound);                                   \
+    if (UVMC_LIKELY(count < uvmc_hot_threshold) || uvmc_tls_busy) {                                   \
+        if (UVMC_UNLIKELY(uvmc_cfg.stats))                                                            \
+            atomic_fetch_add_explicit(&uvmc_stats.passed_small, 1, memory_order_relaxed);             \
+        return uvmc_real.name(__VA_ARGS__);                                                           \
+    }                                                                                                 \
+    struct uvmc_copy c = {.api = &uvmc_runtime_api, .entry = entry_, .sync = sync_, .per_thread = ptd_, \
+                          .dst = dst, .src = src, .count = count, .kind = kind, .stream = (CUstream)stream_}; \
+    return (cudaError_t)uvmc_large_copy(&c);
 
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind)
 {
-    UVMC_COPY_BODY(cudaMemcpy, UVMC_EP_SYNC, 0, dst, src, count, kind)
+    UVMC_COPY_BODY(cudaMemcpy, UVMC_RT_SYNC, true, false, 0, dst, src, count, kind)
 }
 
 cudaError_t cudaMemcpy_ptds(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind)
 {
-    UVMC_COPY_BODY(cudaMemcpy_ptds, UVMC_EP_SYNC_PTDS, 0, dst, src, count, kind)
+    UVMC_COPY_BODY(cudaMemcpy_ptds, UVMC_RT_SYNC_PTDS, true, true, 0, dst, src, count, kind)
 }
 
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
                             cudaStream_t stream)
 {
-    UVMC_COPY_BODY(cudaMemcpyAsync, UVMC_EP_ASYNC, stream, dst, src, count, kind, stream)
+    UVMC_COPY_BODY(cudaMemcpyAsync, UVMC_RT_ASYNC, false, false, stream, dst, src, count, kind, stream)
 }
 
 cudaError_t cudaMemcpyAsync_ptsz(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
                                  cudaStream_t stream)
 {
-    UVMC_COPY_BODY(cudaMemcpyAsync_ptsz, UVMC_EP_ASYNC_PTSZ, stream, dst, src, count, kind, stream)
+    UVMC_COPY_BODY(cudaMemcpyAsync_ptsz, UVMC_RT_ASYNC_PTSZ, false, true, stream, dst, src, count, kind, stream)
 }

@@ -7,6 +7,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+/* Every legacy, _v2, _ptds and _ptsz driver name declared under its own spelling (no renaming
+ * macros), so each interposed symbol is written as exported and type-checked against its own
+ * prototype. */
+#define __CUDA_API_VERSION_INTERNAL 1
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <cuda_runtime_api.h>
@@ -127,17 +131,37 @@ void uvmc_host_pool_start(void);
 void uvmc_host_pool_atfork_prepare(void);
 void uvmc_host_pool_atfork_release(void);
 
-/* ---- classify.c / engine.c: one large copy ---- */
+/* ---- copy.c / classify.c / engine.c: one large copy ---- */
 
-enum uvmc_entry { UVMC_EP_SYNC, UVMC_EP_SYNC_PTDS, UVMC_EP_ASYNC, UVMC_EP_ASYNC_PTSZ };
+struct uvmc_copy;
+
+/* How the engine reaches CUDA for one API family. Codes are cudaError_t (runtime) or CUresult
+ * (driver), 0 meaning success, so each caller gets the code type and last-error state its own
+ * API gives. */
+struct uvmc_api {
+    /* True when every real function the split path needs is there (host: the host engine's). */
+    bool (*ready)(bool host);
+    /* One stream-ordered copy of a block, through the asynchronous form of the caller's entry. */
+    int (*block)(const struct uvmc_copy *c, void *dst, const void *src, size_t len);
+    /* Enqueues uvmc_host_copy_fn(job) on the copy's stream. */
+    int (*host_fn)(const struct uvmc_copy *c, struct uvmc_host_job *job);
+    int (*event_sync)(CUevent ev);
+    int (*stream_sync)(CUstream stream);
+    /* The unmodified call, exactly as the caller made it. */
+    int (*passthrough)(const struct uvmc_copy *c);
+    int out_of_memory; /* code for a job that could not be allocated */
+};
 
 struct uvmc_copy {
+    const struct uvmc_api *api;
+    int entry;                    /* which entry point, for api->block and api->passthrough */
+    bool sync;                    /* a synchronous entry: returns after the last byte landed */
+    bool per_thread;              /* a _ptds/_ptsz entry: stream 0 is the per-thread stream */
     void *dst;
     const void *src;
     size_t count;                 /* bytes */
-    enum cudaMemcpyKind kind;
-    cudaStream_t stream;          /* as the caller passed it (0 for the synchronous entries) */
-    enum uvmc_entry entry;
+    enum cudaMemcpyKind kind;     /* driver copies: DeviceToHost (DtoH family) or Default (unified) */
+    CUstream stream;              /* as the caller passed it (0 for the synchronous entries) */
     /* filled by classification */
     CUstream hstream;             /* explicit handle: CU_STREAM_LEGACY / CU_STREAM_PER_THREAD for 0 */
     bool dst_pinned;              /* destination page-locked (else pageable) */
@@ -145,14 +169,14 @@ struct uvmc_copy {
     CUdevice device;              /* device of the current context */
 };
 
+/* A copy at or above the threshold: classify, then split or pass through; counts it. */
+int uvmc_large_copy(struct uvmc_copy *c);
+
 /* True when the copy must be split: kind, capture state, managed source range, host destination
  * (see BRIEF §2, §3). Makes only driver calls, which never touch the runtime's last error. */
 bool uvmc_classify(struct uvmc_copy *c);
 
-/* Runs a classified copy as blocks. Returns the first failing block's error, or cudaSuccess. */
-cudaError_t uvmc_engine_copy(const struct uvmc_copy *c);
-
-/* The unmodified call, exactly as the caller made it. */
-cudaError_t uvmc_passthrough(const struct uvmc_copy *c);
+/* Runs a classified copy as blocks. Returns the first failing block's error, or 0. */
+int uvmc_engine_copy(const struct uvmc_copy *c);
 
 #endif
