@@ -36,4 +36,56 @@ uvmc_build() {
     fi
 }
 
+# PyTorch for tests/torch: the real CUDA 13 wheel, run on the simulated CUDA runtime (no GPU). Put
+# in a venv ($UVMC_VENV, default .venv at the top of the tree); the wheels are downloaded once into
+# $UVMC_WHEEL_CACHE (default ~/.cache/uvmchunk/wheels) and installed from there. Sets UVMC_PYTHON
+# to the venv's python, or leaves it empty (the torch tests then report themselves skipped).
+# UVMC_NO_TORCH=1 skips the install. A failed install is fatal only under CI=true.
+UVMC_TORCH_VERSION=${UVMC_TORCH_VERSION:-2.11.0}
+UVMC_VENV=${UVMC_VENV:-$UVMC_TOP/.venv}
+UVMC_WHEEL_CACHE=${UVMC_WHEEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/uvmchunk/wheels}
+UVMC_PYTHON=${UVMC_PYTHON:-}
+
+uvmc_torch_ready() {
+    [ -x "$UVMC_VENV/bin/python" ] && "$UVMC_VENV/bin/python" -c "
+import sys, pytest, torch
+sys.exit(torch.__version__.split('+')[0] != '$UVMC_TORCH_VERSION' or not torch.version.cuda)" 2>/dev/null
+}
+
+uvmc_install_python_try() {
+    local pkgs=("torch==$UVMC_TORCH_VERSION" pytest numpy)
+    if ! python3 -c 'import venv, ensurepip' 2>/dev/null; then
+        local sudo=""
+        [ "$(id -u)" -eq 0 ] || sudo=sudo
+        echo "uvmchunk: installing python3 python3-venv"
+        $sudo apt-get update -qq &&
+            DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq python3 python3-venv >/dev/null || return 1
+    fi
+    [ -x "$UVMC_VENV/bin/python" ] || python3 -m venv "$UVMC_VENV" || return 1
+    echo "uvmchunk: installing PyTorch $UVMC_TORCH_VERSION (CUDA 13 wheel) and pytest into $UVMC_VENV" \
+         "(wheels cached in $UVMC_WHEEL_CACHE)"
+    mkdir -p "$UVMC_WHEEL_CACHE" &&
+        "$UVMC_VENV/bin/python" -m pip download --quiet --disable-pip-version-check \
+            -d "$UVMC_WHEEL_CACHE" "${pkgs[@]}" &&
+        "$UVMC_VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-index \
+            --find-links "$UVMC_WHEEL_CACHE" "${pkgs[@]}" &&
+        uvmc_torch_ready
+}
+
+uvmc_install_python() {
+    if [ "${UVMC_NO_TORCH:-}" = 1 ]; then
+        echo "uvmchunk: UVMC_NO_TORCH=1: the PyTorch tests will be skipped"
+        return 0
+    fi
+    if uvmc_torch_ready || uvmc_install_python_try; then
+        UVMC_PYTHON=$UVMC_VENV/bin/python
+        return 0
+    fi
+    if [ "${CI:-}" = true ]; then
+        echo "uvmchunk: installing PyTorch $UVMC_TORCH_VERSION failed" >&2
+        exit 1
+    fi
+    echo "uvmchunk: could not install PyTorch $UVMC_TORCH_VERSION; the PyTorch tests will be skipped" >&2
+}
+
 uvmc_install_packages

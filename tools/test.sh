@@ -4,6 +4,7 @@
 source "$(dirname "$0")/setup.sh"
 werror=OFF
 [ "${CI:-}" = true ] && werror=ON
-uvmc_build -DUVMC_WERROR=$werror
+uvmc_install_python
+uvmc_build -DUVMC_WERROR=$werror ${UVMC_PYTHON:+-DUVMC_PYTHON=$UVMC_PYTHON}
 cd "$UVMC_BUILD"
 ctest --output-on-failure -j 2 "$@"

@@ -555,6 +555,50 @@ static void test_fork(void) {
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
+/* Hosting an unmodified program: fat-binary registration is a no-op, launches fail clearly (and set
+ * the last error, not stickily), unsimulated exports exist and fail with cudaErrorNotSupported,
+ * graphs instantiate. */
+void **__cudaRegisterFatBinary(void *fatCubin);
+void __cudaUnregisterFatBinary(void **h);
+static void test_hosting(void) {
+    void **h = __cudaRegisterFatBinary(NULL);
+    CHECK(h != NULL);
+    __cudaUnregisterFatBinary(h);
+    cudaGetLastError();
+    dim3 one = { 1, 1, 1 };
+    EQ(cudaLaunchKernel((const void *)test_hosting, one, one, NULL, 0, 0), cudaErrorNotSupported);
+    EQ(cudaGetLastError(), cudaErrorNotSupported);
+    EQ(cudaGetLastError(), cudaSuccess);
+    unsigned long long before = uvmsim_calls("cudaArrayGetInfo");
+    EQ(cudaArrayGetInfo(NULL, NULL, NULL, NULL), cudaErrorNotSupported); /* a generated stub */
+    EQ(uvmsim_calls("cudaArrayGetInfo"), before + 1);
+    EQ(cudaGetLastError(), cudaErrorNotSupported);
+    int lo = 1, hi = 1, can = 1;
+    EQ(cudaDeviceGetStreamPriorityRange(&lo, &hi), cudaSuccess);
+    CHECK(lo == 0 && hi < 0);
+    EQ(cudaDeviceCanAccessPeer(&can, 0, 0), cudaSuccess);
+    EQ(can, 0);
+    cudaStream_t s;
+    EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+    void *d = NULL;
+    EQ(cudaMalloc(&d, 4096), cudaSuccess);
+    EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed), cudaSuccess);
+    EQ(cudaMemsetAsync(d, 1, 4096, s), cudaSuccess);
+    cudaGraph_t g = NULL;
+    EQ(cudaStreamEndCapture(s, &g), cudaSuccess);
+    size_t n = 0;
+    EQ(cudaGraphGetNodes(g, NULL, &n), cudaSuccess);
+    EQ(n, 1);
+    cudaGraphExec_t ge = NULL;
+    EQ(cudaGraphInstantiateWithFlags(&ge, g, 0), cudaSuccess);
+    EQ(cudaGraphLaunch(ge, s), cudaErrorNotSupported);
+    cudaGetLastError();
+    EQ(cudaGraphExecDestroy(ge), cudaSuccess);
+    EQ(cudaGraphDestroy(g), cudaSuccess);
+    EQ(cudaFree(d), cudaSuccess);
+    EQ(cudaStreamDestroy(s), cudaSuccess);
+}
+
 int main(void) {
     test_context();
     test_async_copy();
@@ -564,6 +608,7 @@ int main(void) {
     test_pointers();
     test_proc_address();
     test_cudart12();
+    test_hosting();
     test_fork();
     if (g_fail) {
         fprintf(stderr, "sim_selftest: %d check(s) failed\n", g_fail);

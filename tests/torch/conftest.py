@@ -1,0 +1,73 @@
+"""Shared harness: run a torch_body.py body on the simulated CUDA runtime in a subprocess, with or
+without libuvmchunk preloaded, and parse the library's stats line from its stderr."""
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+# Small enough to keep CI fast, large enough for several blocks.
+SIZE = 200 << 20
+LIB_ENV = {
+    "UVMCHUNK_CONFIG": "",  # ignore /etc/uvmchunk.conf
+    "UVMCHUNK_THRESHOLD": "64MiB",
+    "UVMCHUNK_CHUNK_SIZE": "16MiB",
+    "UVMCHUNK_DEPTH": "2",
+    "UVMCHUNK_STATS": "on",
+}
+STATS_RE = re.compile(r"uvmchunk: stats: split (\d+) copies \((\d+) bytes in (\d+) blocks")
+PASSED_RE = re.compile(r"passed through (\d+) at or above threshold, (\d+) below")
+PINNED_RE = re.compile(r"(\d+) pinned requests served pageable \((\d+) bytes\)")
+
+
+def _need(var):
+    v = os.environ.get(var)
+    if not v:
+        pytest.skip(f"{var} is not set (run through CTest: tests/torch/CMakeLists.txt)")
+    return v
+
+
+def sim_env(with_lib, extra=None):
+    """Environment that binds PyTorch to the simulator: its libcudart.so.13 and libcuda.so.1 are
+    preloaded, so the wheel's own libcudart.so.13 (found through libtorch's RPATH) is never loaded:
+    a DT_NEEDED is satisfied by an object already loaded under the same SONAME. libuvmchunk comes
+    first so that its definitions win."""
+    sim = _need("UVMC_SIM_DIR")
+    preload = [f"{sim}/libcudart.so.13", f"{sim}/libcuda.so.1"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("UVMCHUNK_")}
+    if with_lib:
+        preload.insert(0, _need("UVMC_LIB"))
+        env.update(LIB_ENV)
+        env.update(extra or {})
+    env["LD_PRELOAD"] = " ".join(preload)
+    env["LD_LIBRARY_PATH"] = sim + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
+    env.setdefault("OMP_NUM_THREADS", "1")
+    return env
+
+
+class Run:
+    def __init__(self, proc):
+        self.rc, self.out, self.err = proc.returncode, proc.stdout, proc.stderr
+        import json
+        self.results = [json.loads(l[7:]) for l in self.out.splitlines() if l.startswith("RESULT ")]
+        self.stats = [tuple(int(x) for x in m.groups()) for m in STATS_RE.finditer(self.err)]
+        self.passed = [tuple(int(x) for x in m.groups()) for m in PASSED_RE.finditer(self.err)]
+        self.pinned = [tuple(int(x) for x in m.groups()) for m in PINNED_RE.finditer(self.err)]
+
+    @property
+    def result(self):
+        assert len(self.results) == 1, self.describe()
+        return self.results[0]
+
+    def describe(self):
+        return f"exit {self.rc}\n--- stdout\n{self.out[-4000:]}\n--- stderr\n{self.err[-6000:]}"
+
+
+def run_body(body, with_lib, *args, launcher=None, timeout=240, lib_env=None):
+    cmd = [*(launcher or [sys.executable]), _need("UVMC_TORCH_BODY"), body, *args]
+    _need("UVMC_MANAGED_ALLOC")
+    proc = subprocess.run(cmd, env=sim_env(with_lib, lib_env), capture_output=True, text=True, timeout=timeout)
+    r = Run(proc)
+    assert r.rc == 0, r.describe()
+    return r

@@ -1,0 +1,26 @@
+"""CTest driver for one pytest file: exit 77 (CTest SKIP_RETURN_CODE) with a printed reason when
+PyTorch or pytest is missing or when pytest collected no test (its exit code 5); otherwise pytest's
+own exit code."""
+import sys
+
+SKIP = 77
+
+try:
+    import pytest
+except ImportError as e:
+    print(f"SKIP: pytest is not installed ({e}); run tools/test.sh to install it into .venv")
+    sys.exit(SKIP)
+try:
+    import torch  # noqa: F401  (import only: the tests run it on the simulator in subprocesses)
+except Exception as e:  # noqa: BLE001  (a CPU-only or broken install is also a reason to skip)
+    print(f"SKIP: PyTorch is not importable ({type(e).__name__}: {e}); run tools/test.sh to install it")
+    sys.exit(SKIP)
+if not torch.version.cuda:
+    print(f"SKIP: PyTorch {torch.__version__} is a CPU-only build")
+    sys.exit(SKIP)
+
+rc = pytest.main(["-q", "-rs", "-p", "no:cacheprovider", *sys.argv[1:]])
+if rc == pytest.ExitCode.NO_TESTS_COLLECTED:
+    print("SKIP: pytest collected no tests")
+    sys.exit(SKIP)
+sys.exit(int(rc))

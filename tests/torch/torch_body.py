@@ -1,0 +1,196 @@
+"""Test bodies run in a subprocess by the pytest files, with or without LD_PRELOAD=libuvmchunk.so,
+on the simulated CUDA runtime (tests/sim). Each prints one line `RESULT <json>` on stdout; the
+library's `uvmchunk: stats:` line appears on stderr at exit. Only copies and allocations are
+used: no op here launches a kernel (the simulator cannot run one).
+
+usage: python torch_body.py bind|managed|plain|capture|dcp|dcp_dist [--size BYTES] [--dir DIR]
+"""
+import argparse
+import ctypes
+import json
+import os
+import sys
+
+import torch
+
+
+def result(**kw):
+    print("RESULT " + json.dumps(kw), flush=True)
+
+
+def mapped_libs():
+    with open("/proc/self/maps") as f:
+        return sorted({line.split()[-1] for line in f if "/lib" in line and ".so" in line})
+
+
+def sim_driver():
+    """The simulated driver as loaded in this process (its control API, uvmsim.h)."""
+    paths = [p for p in mapped_libs() if os.path.basename(p) == "libcuda.so.1"]
+    if not paths:
+        return None
+    drv = ctypes.CDLL(paths[0])
+    if not hasattr(drv, "uvmsim_calls"):
+        return None
+    drv.uvmsim_calls.restype = ctypes.c_ulonglong
+    drv.uvmsim_calls.argtypes = [ctypes.c_char_p]
+    drv.uvmsim_pinned_peak.restype = ctypes.c_ulonglong
+    drv.uvmsim_pinned_bytes.restype = ctypes.c_ulonglong
+    drv.uvmsim_copies.restype = ctypes.c_ulonglong
+    return drv
+
+
+def memory_type(t):
+    """cudaPointerGetAttributes(t.data_ptr()).type: 1 host, 2 device, 3 managed."""
+    rt = [p for p in mapped_libs() if os.path.basename(p) == "libcudart.so.13"]
+    lib = ctypes.CDLL(rt[0])
+    buf = (ctypes.c_byte * 256)()  # struct cudaPointerAttributes (88 bytes in CUDA 13): type first
+    rc = lib.cudaPointerGetAttributes(buf, ctypes.c_void_p(t.data_ptr()))
+    return rc, ctypes.c_int.from_buffer(buf, 0).value
+
+
+_pool = None
+
+
+def managed_empty(nbytes):
+    """A uint8 CUDA tensor in managed memory with FBGEMM's advice (managed_alloc.c)."""
+    global _pool
+    if _pool is None:
+        alloc = torch.cuda.memory.CUDAPluggableAllocator(
+            os.environ["UVMC_MANAGED_ALLOC"], "uvmc_managed_alloc", "uvmc_managed_free")
+        _pool = torch.cuda.MemPool(alloc.allocator())
+    with torch.cuda.use_mem_pool(_pool):
+        return torch.empty(nbytes, dtype=torch.uint8, device="cuda")
+
+
+def pattern(nbytes, seed):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(0, 256, (nbytes,), dtype=torch.uint8, generator=g)
+
+
+def cuda_from(cpu, managed):
+    t = managed_empty(cpu.numel()) if managed else torch.empty(cpu.numel(), dtype=torch.uint8, device="cuda")
+    t.copy_(cpu)  # host-to-device copy: no kernel
+    torch.cuda.synchronize()
+    return t
+
+
+def body_bind(a):
+    drv = sim_driver()
+    before = drv.uvmsim_calls(b"cudaMalloc") if drv else None
+    avail, count = torch.cuda.is_available(), torch.cuda.device_count()
+    props = torch.cuda.get_device_properties(0)
+    t = torch.empty(1 << 20, dtype=torch.uint8, device="cuda")
+    after = drv.uvmsim_calls(b"cudaMalloc") if drv else None
+    launch_error = None
+    try:
+        torch.ones(4, device="cuda")  # a fill kernel: must fail clearly, not crash
+        torch.cuda.synchronize()
+    except Exception as e:  # torch.AcceleratorError (a RuntimeError)
+        launch_error = f"{type(e).__name__}: {str(e).splitlines()[0]}"
+    # the failed launch leaves no sticky error: copies still work
+    c = pattern(4096, 1)
+    t2 = cuda_from(c, managed=False)
+    ok_after = torch.equal(t2.cpu(), c)
+    libs = mapped_libs()
+    result(available=avail, count=count, name=props.name, major=props.major, total=props.total_memory,
+           torch=torch.__version__, torch_cuda=torch.version.cuda,
+           cudart=[p for p in libs if "libcudart" in p], cuda=[p for p in libs if "libcuda.so" in p],
+           cudamalloc_before=before, cudamalloc_after=after, ptr=t.data_ptr(),
+           launch_error=launch_error, ok_after_launch=ok_after)
+
+
+def body_managed(a):
+    src = pattern(a.size, 2)
+    t = managed_empty(a.size)
+    rc, mtype = memory_type(t)
+    t.copy_(src)
+    torch.cuda.synchronize()
+    out = t.to("cpu", non_blocking=True)
+    torch.cuda.current_stream().synchronize()
+    drv = sim_driver()
+    result(equal=torch.equal(out, src), pinned=out.is_pinned(), attr_rc=rc, memory_type=mtype,
+           pinned_peak=drv.uvmsim_pinned_peak() if drv else None)
+
+
+def body_plain(a):
+    src = pattern(a.size, 3)
+    t = cuda_from(src, managed=False)
+    rc, mtype = memory_type(t)
+    out = t.to("cpu", non_blocking=True)
+    torch.cuda.current_stream().synchronize()
+    result(equal=torch.equal(out, src), attr_rc=rc, memory_type=mtype)
+
+
+def body_capture(a):
+    # torch.cuda.CUDAGraph.capture_begin seeds the RNG with a fill kernel, which the simulator
+    # cannot run: capture the stream through the runtime itself (the same libcudart torch uses),
+    # and issue PyTorch's own copy on it while the capture is active.
+    rt = ctypes.CDLL([p for p in mapped_libs() if os.path.basename(p) == "libcudart.so.13"][0])
+    src = pattern(a.size, 4)
+    t = cuda_from(src, managed=True)
+    dst = torch.empty(a.size, dtype=torch.uint8, pin_memory=True)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    h = ctypes.c_void_p(s.cuda_stream)
+    status, graph = ctypes.c_int(-1), ctypes.c_void_p()
+    begin = rt.cudaStreamBeginCapture(h, 0)  # cudaStreamCaptureModeGlobal
+    with torch.cuda.stream(s):
+        dst.copy_(t, non_blocking=True)  # captured: recorded into the graph, not run
+    rt.cudaStreamIsCapturing(h, ctypes.byref(status))
+    end = rt.cudaStreamEndCapture(h, ctypes.byref(graph))
+    nodes = ctypes.c_size_t(0)
+    rt.cudaGraphGetNodes(graph, None, ctypes.byref(nodes))
+    rt.cudaGraphDestroy(graph)
+    torch.cuda.synchronize()
+    captured_untouched = not torch.equal(dst, src)
+    dst.copy_(t, non_blocking=True)  # the same copy outside any capture
+    torch.cuda.synchronize()
+    result(begin=begin, capturing=status.value, end=end, graph_nodes=nodes.value,
+           captured_untouched=captured_untouched, equal_after=torch.equal(dst, src))
+
+
+def dcp_roundtrip(state_src, ckpt_dir):
+    import torch.distributed.checkpoint as dcp
+    state = {k: cuda_from(v, managed=True) for k, v in state_src.items()}
+    dcp.save(state, checkpoint_id=ckpt_dir)
+    # load into CPU tensors: the save's copy out of managed memory is then the only large
+    # device-to-host copy of the process
+    back = {k: torch.zeros_like(v) for k, v in state_src.items()}
+    dcp.load(back, checkpoint_id=ckpt_dir)
+    return all(torch.equal(back[k], state_src[k]) for k in state_src)
+
+
+def body_dcp(a):
+    import warnings
+    warnings.filterwarnings("ignore")
+    state = {"table": pattern(a.size, 5), "small": pattern(4096, 6)}
+    ok = dcp_roundtrip(state, a.dir)
+    drv = sim_driver()
+    result(equal=ok, pinned_peak=drv.uvmsim_pinned_peak() if drv else None)
+
+
+def body_dcp_dist(a):
+    import warnings
+    warnings.filterwarnings("ignore")
+    import torch.distributed as dist
+    dist.init_process_group("gloo")
+    torch.cuda.set_device(0)  # two ranks, one (simulated) GPU: gloo, never NCCL
+    rank = dist.get_rank()
+    state = {f"table_rank{rank}": pattern(a.size, 10 + rank), "small": pattern(4096, 6)}
+    ok = dcp_roundtrip(state, a.dir)
+    dist.barrier()
+    dist.destroy_process_group()
+    result(rank=rank, equal=ok)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("body")
+    p.add_argument("--size", type=int, default=200 << 20)
+    p.add_argument("--dir")
+    a = p.parse_args()
+    globals()["body_" + a.body](a)
+
+
+if __name__ == "__main__":
+    main()
