@@ -36,6 +36,7 @@ enum uvmc_key_id {
     UVMC_K_PINNED_THRESHOLD,
     UVMC_K_ENGINE,
     UVMC_K_COPY_THREADS,
+    UVMC_K_INTERCEPT_DLSYM,
 };
 
 struct uvmc_key {
@@ -56,6 +57,7 @@ static const struct uvmc_key uvmc_keys[] = {
     {"pinned_threshold", UVMC_K_PINNED_THRESHOLD, UVMC_KEY_SIZE, " (0 = off)"},
     {"engine", UVMC_K_ENGINE, UVMC_KEY_ENGINE, " (auto|host|copy)"},
     {"copy_threads", UVMC_K_COPY_THREADS, UVMC_KEY_COUNT, " (1..64)"},
+    {"intercept_dlsym", UVMC_K_INTERCEPT_DLSYM, UVMC_KEY_BOOL, " (on|off)"},
 };
 
 static const char *const uvmc_prefetch_names[] = {"none", "host", "device"};
@@ -145,6 +147,9 @@ static void uvmc_format_current(const struct uvmc_config *cfg, enum uvmc_key_id 
         break;
     case UVMC_K_COPY_THREADS:
         snprintf(buf, len, "%u", cfg->copy_threads);
+        break;
+    case UVMC_K_INTERCEPT_DLSYM:
+        snprintf(buf, len, "%s", cfg->intercept_dlsym ? "on" : "off");
         break;
     }
 }
@@ -287,6 +292,7 @@ void uvmc_config_defaults(struct uvmc_config *cfg)
     cfg->pinned_threshold = UVMC_DEFAULT_PINNED_THRESHOLD;
     cfg->engine = UVMC_ENGINE_AUTO;
     cfg->copy_threads = UVMC_DEFAULT_COPY_THREADS;
+    cfg->intercept_dlsym = false;
 }
 
 bool uvmc_config_set(struct uvmc_config *cfg, const char *key, const char *value, const char *where,
@@ -362,6 +368,7 @@ bool uvmc_config_set(struct uvmc_config *cfg, const char *key, const char *value
     case UVMC_K_PINNED_THRESHOLD: cfg->pinned_threshold = sz; break;
     case UVMC_K_ENGINE: cfg->engine = (enum uvmc_engine)u; break;
     case UVMC_K_COPY_THREADS: cfg->copy_threads = u; break;
+    case UVMC_K_INTERCEPT_DLSYM: cfg->intercept_dlsym = b; break;
     }
     return true;
 }

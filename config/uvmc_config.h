@@ -21,6 +21,7 @@ struct uvmc_config {
     size_t pinned_threshold;      /* bytes; pinned requests this large become pageable; 0 = off */
     enum uvmc_engine engine;      /* how split blocks are copied: host memcpy or copy engine */
     unsigned copy_threads;        /* host threads per block of the host engine, 1..64 */
+    bool intercept_dlsym;         /* redirect dlsym lookups of cuGetProcAddress (static runtimes) */
 };
 
 /* Built-in defaults (see config/uvmchunk.conf for the reasoning). */

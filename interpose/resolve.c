@@ -51,7 +51,7 @@ static void *uvmc_resolve_in_loaded_objects(const char *name)
     for (size_t i = 0; i < o.n; i++) {
         void *h = o.path[i] && !fn ? dlopen(o.path[i], RTLD_LAZY | RTLD_NOLOAD) : NULL;
         if (h) {
-            fn = dlsym(h, name);
+            fn = uvmc_real_dlsym()(h, name);
             if (fn && uvmc_is_ours(fn))
                 fn = NULL;
             dlclose(h);
@@ -66,14 +66,15 @@ static void *uvmc_resolve_in_loaded_objects(const char *name)
  * failing that in whichever loaded object's scope defines it. */
 static void *uvmc_resolve_name(const char *name, const char *const *sonames)
 {
-    void *fn = dlsym(RTLD_NEXT, name);
+    uvmc_dlsym_fn sym = uvmc_real_dlsym();
+    void *fn = sym(RTLD_NEXT, name);
     for (size_t i = 0; !fn && sonames[i]; i++) {
         void *h = dlopen(sonames[i], RTLD_LAZY | RTLD_NOLOAD);
         if (!h)
             continue;
         fn = dlvsym(h, name, sonames[i]);
         if (!fn)
-            fn = dlsym(h, name); /* unversioned: the driver, or such a build of the runtime */
+            fn = sym(h, name); /* unversioned: the driver, or such a build of the runtime */
         dlclose(h);              /* drops only the reference NOLOAD took */
     }
     return fn ? fn : uvmc_resolve_in_loaded_objects(name);
@@ -114,8 +115,8 @@ static int uvmc_driver_try(void)
         return 0;
     /* Taken from libcuda's own handle, so a cuGetProcAddress interposed in the global scope
      * (ours included, later) is never the one used here. The handle stays open: we keep pointers. */
-    uvmc_gpa_v2_fn gpa2 = (uvmc_gpa_v2_fn)dlsym(h, "cuGetProcAddress_v2");
-    uvmc_gpa_v1_fn gpa1 = (uvmc_gpa_v1_fn)dlsym(h, "cuGetProcAddress");
+    uvmc_gpa_v2_fn gpa2 = (uvmc_gpa_v2_fn)uvmc_real_dlsym()(h, "cuGetProcAddress_v2");
+    uvmc_gpa_v1_fn gpa1 = (uvmc_gpa_v1_fn)uvmc_real_dlsym()(h, "cuGetProcAddress");
     if (!gpa2 && !gpa1) {
         uvmc_log(UVMC_LOG_WARN, "libcuda.so.1 has no cuGetProcAddress; copies pass through unsplit");
         return 2;
@@ -164,6 +165,16 @@ bool uvmc_driver_ready(void)
 /* Held across fork() so the child never inherits it locked by a thread that does not exist there. */
 void uvmc_resolve_atfork_prepare(void) { pthread_mutex_lock(&uvmc_resolve_lock); }
 void uvmc_resolve_atfork_release(void) { pthread_mutex_unlock(&uvmc_resolve_lock); }
+
+void uvmc_resolve_adopt(const char *name, void *fn)
+{
+    pthread_mutex_lock(&uvmc_resolve_lock);
+    if (!strcmp(name, "cuGetProcAddress_v2") && !uvmc_real.cuGetProcAddress_v2)
+        *(void **)&uvmc_real.cuGetProcAddress_v2 = fn;
+    else if (!strcmp(name, "cuGetProcAddress") && !uvmc_real.cuGetProcAddress)
+        *(void **)&uvmc_real.cuGetProcAddress = fn;
+    pthread_mutex_unlock(&uvmc_resolve_lock);
+}
 
 void uvmc_report_missing(const char *name)
 {

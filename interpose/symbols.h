@@ -5,18 +5,35 @@
 
 /* Interposed and exported: X(name, prototype whose type the wrapper must have, library that
  * defines the real one). The _ptds/_ptsz forms are what per-thread-default-stream builds call
- * (BRIEF §2); cuda.h maps cuMemAllocHost to cuMemAllocHost_v2. */
-#define UVMC_INTERPOSED(X)                                \
-    X(cudaMemcpy, cudaMemcpy, RUNTIME)                    \
-    X(cudaMemcpy_ptds, cudaMemcpy, RUNTIME)               \
-    X(cudaMemcpyAsync, cudaMemcpyAsync, RUNTIME)          \
-    X(cudaMemcpyAsync_ptsz, cudaMemcpyAsync, RUNTIME)     \
-    X(cudaHostAlloc, cudaHostAlloc, RUNTIME)              \
-    X(cudaMallocHost, cudaMallocHost, RUNTIME)            \
-    X(cudaFreeHost, cudaFreeHost, RUNTIME)                \
-    X(cuMemHostAlloc, cuMemHostAlloc, DRIVER)             \
-    X(cuMemAllocHost_v2, cuMemAllocHost_v2, DRIVER)       \
-    X(cuMemFreeHost, cuMemFreeHost, DRIVER)
+ * (BRIEF §2). Legacy unsuffixed driver names are the CUDA 2.x/3.x ABIs (32-bit sizes) that
+ * libcuda still exports; cuda.h maps cuMemcpyDtoH to cuMemcpyDtoH_v2 and so on. */
+#define UVMC_INTERPOSED(X)                                                         \
+    X(cudaMemcpy, cudaMemcpy, RUNTIME)                                             \
+    X(cudaMemcpy_ptds, cudaMemcpy, RUNTIME)                                        \
+    X(cudaMemcpyAsync, cudaMemcpyAsync, RUNTIME)                                   \
+    X(cudaMemcpyAsync_ptsz, cudaMemcpyAsync, RUNTIME)                              \
+    X(cudaHostAlloc, cudaHostAlloc, RUNTIME)                                       \
+    X(cudaMallocHost, cudaMallocHost, RUNTIME)                                     \
+    X(cudaFreeHost, cudaFreeHost, RUNTIME)                                         \
+    X(cudaGetDriverEntryPoint, cudaGetDriverEntryPoint, RUNTIME)                   \
+    X(cudaGetDriverEntryPoint_ptsz, cudaGetDriverEntryPoint, RUNTIME)              \
+    X(cudaGetDriverEntryPointByVersion, cudaGetDriverEntryPointByVersion, RUNTIME) \
+    X(cudaGetDriverEntryPointByVersion_ptsz, cudaGetDriverEntryPointByVersion, RUNTIME) \
+    X(cuMemcpyDtoH, cuMemcpyDtoH, DRIVER)                                          \
+    X(cuMemcpyDtoH_v2, cuMemcpyDtoH_v2, DRIVER)                                    \
+    X(cuMemcpyDtoH_v2_ptds, cuMemcpyDtoH_v2, DRIVER)                               \
+    X(cuMemcpyDtoHAsync, cuMemcpyDtoHAsync, DRIVER)                                \
+    X(cuMemcpyDtoHAsync_v2, cuMemcpyDtoHAsync_v2, DRIVER)                          \
+    X(cuMemcpyDtoHAsync_v2_ptsz, cuMemcpyDtoHAsync_v2, DRIVER)                     \
+    X(cuMemcpy, cuMemcpy, DRIVER)                                                  \
+    X(cuMemcpy_ptds, cuMemcpy, DRIVER)                                             \
+    X(cuMemcpyAsync, cuMemcpyAsync, DRIVER)                                        \
+    X(cuMemcpyAsync_ptsz, cuMemcpyAsync, DRIVER)                                   \
+    X(cuMemHostAlloc, cuMemHostAlloc, DRIVER)                                      \
+    X(cuMemAllocHost_v2, cuMemAllocHost_v2, DRIVER)                                \
+    X(cuMemFreeHost, cuMemFreeHost, DRIVER)                                        \
+    X(cuGetProcAddress, cuGetProcAddress, DRIVER)                                  \
+    X(cuGetProcAddress_v2, cuGetProcAddress_v2, DRIVER)
 
 /* Runtime functions called but never interposed: X(name). Resolved like the interposed ones. */
 #define UVMC_RUNTIME_CALLED(X) \
@@ -29,6 +46,9 @@
  * serves libcudart 12 and 13 (BRIEF §2): X(name, version, pointer type, required). */
 #define UVMC_DRIVER_CALLED(X)                                                 \
     X(cuCtxGetCurrent, 4000, PFN_cuCtxGetCurrent_v4000, 1)                    \
+    X(cuEventSynchronize, 2000, PFN_cuEventSynchronize_v2000, 1)              \
+    X(cuStreamSynchronize, 2000, PFN_cuStreamSynchronize_v2000, 1)            \
+    X(cuLaunchHostFunc, 10000, PFN_cuLaunchHostFunc_v10000, 0)                \
     X(cuCtxGetDevice, 2000, PFN_cuCtxGetDevice_v2000, 1)                      \
     X(cuCtxSynchronize, 2000, PFN_cuCtxSynchronize_v2000, 1)                  \
     X(cuPointerGetAttributes, 7000, PFN_cuPointerGetAttributes_v7000, 1)      \

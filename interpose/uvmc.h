@@ -18,6 +18,10 @@
 #include "symbols.h"
 #include "uvmc_config.h"
 
+/* cudaGetDriverEntryPoint is deprecated in CUDA 13 but still exported and called: we interpose it
+ * on purpose, so naming it is not a mistake to warn about. */
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+
 #define UVMC_EXPORT __attribute__((visibility("default")))
 #define UVMC_LIKELY(x) __builtin_expect(!!(x), 1)
 #define UVMC_UNLIKELY(x) __builtin_expect(!!(x), 0)
@@ -78,6 +82,14 @@ bool uvmc_resolve_real(void);
  * process there can be no managed memory, so the caller passes the copy through and asks again. */
 bool uvmc_driver_ready(void);
 void uvmc_resolve_atfork_prepare(void);
+/* Records fn as the real `name` if none was found yet (dlsym.c hands back our wrapper in its place). */
+void uvmc_resolve_adopt(const char *name, void *fn);
+
+/* ---- dlsym.c ---- */
+typedef void *(*uvmc_dlsym_fn)(void *, const char *);
+/* glibc's dlsym: every lookup of the library's own goes through it, never through ours. */
+uvmc_dlsym_fn uvmc_real_dlsym(void);
+
 /* Logs once that the real `name` cannot be found; the wrapper then fails the call. */
 void uvmc_report_missing(const char *name);
 
