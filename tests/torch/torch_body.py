@@ -15,7 +15,9 @@ import torch
 
 
 def result(**kw):
-    print("RESULT " + json.dumps(kw), flush=True)
+    # One write(2) of one line: torchrun's ranks share the pipe, and print() writes the text and
+    # the newline separately, so two ranks' lines could interleave.
+    os.write(1, ("RESULT " + json.dumps(kw) + "\n").encode())
 
 
 def mapped_libs():
