@@ -1,7 +1,6 @@
 /* dlsym.c: the opt-in path for statically linked runtimes (intercept_dlsym = on). Such programs
  * reach the driver only through dlsym(libcuda, "cuGetProcAddress_v2"); that lookup gets ours. */
 #include <dlfcn.h>
-#include <string.h>
 
 #include "uvmc.h"
 
@@ -21,6 +20,20 @@ uvmc_dlsym_fn uvmc_real_dlsym(void)
 }
 
 #if defined(__x86_64__)
+/* 1 for "cuGetProcAddress", 2 for "cuGetProcAddress_v2", else 0. Plain loops, no libc: sanitizer
+ * runtimes call dlsym while they start, before their own interceptors (strcmp among them) work. */
+static int uvmc_query_name(const char *name)
+{
+    static const char q[] = "cuGetProcAddress";
+    size_t i = 0;
+    for (; q[i]; i++)
+        if (name[i] != q[i])
+            return 0;
+    if (name[i] == '\0')
+        return 1;
+    return name[i] == '_' && name[i + 1] == 'v' && name[i + 2] == '2' && name[i + 3] == '\0' ? 2 : 0;
+}
+
 /* The real lookup, then our query of the same ABI in its place. Runs only for the two names with
  * intercept_dlsym = on; a RTLD_NEXT lookup made here resolves past this library, not past the
  * caller (documented in the README). */
@@ -29,20 +42,19 @@ static void *uvmc_dlsym_redirect(void *handle, const char *name)
     void *fn = uvmc_real_dlsym()(handle, name);
     if (!fn)
         return fn;
-    bool v2 = strcmp(name, "cuGetProcAddress_v2") == 0;
+    bool v2 = uvmc_query_name(name) == 2;
     uvmc_resolve_adopt(v2 ? "cuGetProcAddress_v2" : "cuGetProcAddress", fn);
     uvmc_log(UVMC_LOG_DEBUG, "dlsym(%s) answered with libuvmchunk's query", name);
     return v2 ? (void *)&cuGetProcAddress_v2 : (void *)&cuGetProcAddress;
 }
 
 /* Called by the dlsym stub for every lookup in the process: a string test, nothing else, unless
- * the name is one of the two queries. */
+ * the name is one of the two queries. This file is built without sanitizer instrumentation. */
 void *uvmc_dlsym_target(void *handle, const char *name)
 {
     (void)handle;
     uvmc_dlsym_fn real = uvmc_real_dlsym();
-    if (UVMC_LIKELY(!name || strncmp(name, "cuGetProcAddress", 16) != 0) || uvmc_tls_busy ||
-        (name[16] != '\0' && strcmp(name + 16, "_v2") != 0))
+    if (UVMC_LIKELY(!name || !uvmc_query_name(name)) || uvmc_tls_busy)
         return (void *)real;
     uvmc_init(); /* the library's own lookups call glibc's dlsym directly: no recursion */
     return uvmc_cfg.enabled && uvmc_cfg.intercept_dlsym ? (void *)uvmc_dlsym_redirect : (void *)real;
