@@ -1,5 +1,5 @@
 /* uvmc.h: internal declarations shared by the files of the preload library.
- * Everything here has hidden visibility; only the wrappers in runtime.c are exported. */
+ * Everything here has hidden visibility; only the UVMC_INTERPOSED wrappers (and dlsym) are exported. */
 #ifndef UVMC_H
 #define UVMC_H
 
@@ -82,14 +82,9 @@ bool uvmc_resolve_real(void);
  * process there can be no managed memory, so the caller passes the copy through and asks again. */
 bool uvmc_driver_ready(void);
 void uvmc_resolve_atfork_prepare(void);
+void uvmc_resolve_atfork_release(void);
 /* Records fn as the real `name` if none was found yet (dlsym.c hands back our wrapper in its place). */
 void uvmc_resolve_adopt(const char *name, void *fn);
-
-/* ---- dlsym.c ---- */
-typedef void *(*uvmc_dlsym_fn)(void *, const char *);
-/* glibc's dlsym: every lookup of the library's own goes through it, never through ours. */
-uvmc_dlsym_fn uvmc_real_dlsym(void);
-
 /* Logs once that the real `name` cannot be found; the wrapper then fails the call. */
 void uvmc_report_missing(const char *name);
 
@@ -101,7 +96,11 @@ void uvmc_report_missing(const char *name);
         uvmc_report_missing(#name);                                                      \
         return missing;                                                                  \
     }
-void uvmc_resolve_atfork_release(void);
+
+/* ---- dlsym.c ---- */
+typedef void *(*uvmc_dlsym_fn)(void *, const char *);
+/* glibc's dlsym: every lookup of the library's own goes through it, never through ours. */
+uvmc_dlsym_fn uvmc_real_dlsym(void);
 
 /* ---- log.c ---- */
 void uvmc_log(enum uvmc_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include "procfs.h"
 #include "test_common.h"
 #include "uvmsim.h"
 
@@ -557,15 +558,7 @@ END_TEST
 
 static long rss_kib(void)
 {
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    long kib = -1;
-    while (f && fgets(line, sizeof line, f))
-        if (!strncmp(line, "VmRSS:", 6))
-            kib = strtol(line + 6, NULL, 10);
-    if (f)
-        fclose(f);
-    return kib;
+    return uvmc_proc_kib("/proc/self/status", "VmRSS");
 }
 
 static bool reported_pinned(void *p)

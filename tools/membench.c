@@ -13,6 +13,8 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
+#include "procfs.h"
+
 #define MIB ((size_t)1 << 20)
 
 static double now_s(void)
@@ -30,19 +32,6 @@ static size_t next_pow2(size_t n)
     return p;
 }
 
-static long status_kib(const char *field)
-{
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    long v = -1;
-    size_t n = strlen(field);
-    while (f && fgets(line, sizeof line, f))
-        if (!strncmp(line, field, n))
-            v = strtol(line + n, NULL, 10);
-    if (f)
-        fclose(f);
-    return v;
-}
 
 /* Resets VmHWM to the current RSS (Linux: "5" to clear_refs), so each step has its own peak. */
 static int reset_peak(void)
@@ -85,7 +74,7 @@ static int child_memory(size_t table)
     uint8_t *t = make_table(table);
     cudaStream_t s;
     CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    long base = status_kib("VmRSS:");
+    long base = uvmc_proc_kib("/proc/self/status", "VmRSS");
     static const unsigned ratio[] = {1, 7, 33, 1, 7, 33, 1, 7, 33, 33};
     for (int k = 0; k < 10; k++) {
         size_t n = table / 33 * ratio[k];
@@ -99,9 +88,9 @@ static int child_memory(size_t table)
         CHECK(cudaHostAlloc(&dst, next_pow2(n), cudaHostAllocDefault));
         CHECK(cudaMemcpyAsync(dst, t, n, cudaMemcpyDeviceToHost, s));
         CHECK(cudaStreamSynchronize(s));
-        long peak = status_kib("VmHWM:") - base;
+        long peak = uvmc_proc_kib("/proc/self/status", "VmHWM") - base;
         CHECK(cudaFreeHost(dst));
-        long after = status_kib("VmRSS:") - base;
+        long after = uvmc_proc_kib("/proc/self/status", "VmRSS") - base;
         printf("step %d %zu %ld %ld\n", k, n, peak, after);
     }
     return 0;

@@ -20,6 +20,7 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
+#include "procfs.h"
 #include "uvmc_config.h"
 #include "uvmsim.h"
 
@@ -186,19 +187,6 @@ static int child_above(size_t size, int reps)
     return 0;
 }
 
-static long proc_status_kib(const char *key)
-{
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    long v = -1;
-    size_t k = strlen(key);
-    while (f && fgets(line, sizeof line, f))
-        if (!strncmp(line, key, k) && line[k] == ':')
-            v = strtol(line + k + 1, NULL, 10);
-    if (f)
-        fclose(f);
-    return v;
-}
 
 /* scale SIZE: source and destination resident first; then one intercepted copy: the peak RSS
  * above the resident set just before it, and its time. */
@@ -218,13 +206,13 @@ static int child_scale(size_t size)
     bool reset = f && fputs("5", f) >= 0;
     if (f)
         reset = fclose(f) == 0 && reset;
-    long before = proc_status_kib("VmRSS");
+    long before = uvmc_proc_kib("/proc/self/status", "VmRSS");
     unsigned long long b0 = blocks_now();
     double t0 = now_s();
     CK(cudaMemcpyAsync(dst, src, size, cudaMemcpyDeviceToHost, s));
     CK(cudaStreamSynchronize(s));
     double t = now_s() - t0;
-    long peak = proc_status_kib("VmHWM");
+    long peak = uvmc_proc_kib("/proc/self/status", "VmHWM");
     if (dst[0] != 0x3C || dst[size - 1] != 0x3C)
         die("verifying the copy", 0);
     printf("scale size=%zu blocks=%llu seconds=%.6f extra_kib=%ld hwm_reset=%d\n", size,
@@ -331,15 +319,7 @@ static bool have_valgrind(void)
 
 static long mem_available_mib(void)
 {
-    FILE *f = fopen("/proc/meminfo", "r");
-    char line[256];
-    long kib = -1;
-    while (f && fgets(line, sizeof line, f))
-        if (!strncmp(line, "MemAvailable:", 13))
-            kib = strtol(line + 13, NULL, 10);
-    if (f)
-        fclose(f);
-    return kib / 1024;
+    return uvmc_proc_kib("/proc/meminfo", "MemAvailable") / 1024;
 }
 
 static int driver(void)
