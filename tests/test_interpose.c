@@ -540,6 +540,19 @@ START_TEST(host_engine_copies_in_stream_order_and_sizes)
 }
 END_TEST
 
+START_TEST(host_engine_failed_prefetch_still_copies)
+{
+    uvmsim_fail_nth("cuMemPrefetchAsync_v2", 1, CUDA_ERROR_INVALID_VALUE);
+    uvmsim_fail_nth("cuMemPrefetchAsync_v2", 3, CUDA_ERROR_INVALID_VALUE);
+    struct seen r = copy_async(pageable, managed + 1, big, cudaMemcpyDeviceToHost, 0);
+    ck_assert_int_eq(r.rc, cudaSuccess);
+    ck_assert_uint_eq(r.async_copies, test_blocks(big));
+    ck_assert_int_eq(cudaPeekAtLastError(), cudaSuccess);
+    expect_bytes(pageable, managed + 1, big);
+    ck_assert_uint_eq(uvmsim_prefetch_log(NULL, 0), test_blocks(big) - 2); /* the others still ran */
+}
+END_TEST
+
 START_TEST(host_engine_failed_step_returns_error_and_leaks_nothing)
 {
     unsigned long long events0 = uvmsim_live_events();
@@ -758,6 +771,7 @@ int main(int argc, char **argv)
         tcase_add_test(tc, auto_picks_host_for_pageable_or_cpu_preferred);
         tcase_add_test(tc, host_engine_prefetches_every_block_to_host);
         tcase_add_test(tc, host_engine_copies_in_stream_order_and_sizes);
+        tcase_add_test(tc, host_engine_failed_prefetch_still_copies);
         tcase_add_test(tc, host_engine_failed_step_returns_error_and_leaks_nothing);
     } else if (!strcmp(which, "pinned")) {
         if (test_cfg.pinned_threshold == 0 || test_cfg.pinned_threshold > ((size_t)4 << 20) ||
