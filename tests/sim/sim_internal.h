@@ -1,0 +1,177 @@
+/* sim_internal.h: what the simulated driver's files (sim_*.c) share: headers, object types, the shared
+ * state and helpers (all hidden, prefixed sim_), and the ENTER / NEED_CTX prologues. Not installed. */
+#ifndef UVMSIM_SIM_INTERNAL_H
+#define UVMSIM_SIM_INTERNAL_H
+
+#define __CUDA_API_VERSION_INTERNAL 1 /* declare every legacy, _v2, _ptds and _ptsz form */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#pragma GCC visibility push(default)
+#include <cuda.h>
+#include "uvmsim.h"
+unsigned uvmsim_hook_enter(const char *fn);
+void uvmsim_rt_register(const void *addr);
+#pragma GCC visibility pop
+
+#include <uthash.h>
+
+#define SIM_DRIVER_VERSION 13000
+#define MIB2 ((size_t)2 << 20)
+
+/* ------------------------------------------------------------------ object types */
+
+struct fault { unsigned long long at; int error; struct fault *next; };
+struct counter { char *name; unsigned long long calls; struct fault *faults; UT_hash_handle hh; };
+
+struct sim_ctx { int magic; };
+
+enum akind { A_DEVICE = 1, A_MANAGED, A_HOST, A_REGISTERED };
+struct page_advice { unsigned char pref_type, read_mostly, accessed_by, last_pf_type; int pref_id, last_pf_id; };
+struct alloc {
+    uintptr_t base;
+    size_t size;
+    void *map;          /* mmap start (NULL for registered memory) */
+    size_t maplen;
+    int kind;
+    unsigned long long id;
+    struct page_advice *adv; /* managed only: one per 2 MiB page from base (base is 2 MiB aligned) */
+    size_t npages;
+};
+
+/* Memory class of a pointer as the copy engine sees it. */
+enum mclass { M_PAGEABLE = 0, M_PINNED, M_DEVICE, M_MANAGED };
+
+enum { S_LEGACY = 1, S_PTDS, S_USER };
+enum { CAP_NONE = 0, CAP_ACTIVE, CAP_INVALIDATED };
+
+struct dep { struct stream *s; uint64_t seq; };
+enum okind { OP_COPY, OP_COPY2D, OP_MEMSET, OP_HOSTFN, OP_EVENT, OP_NOP, OP_PREFETCH };
+struct event;
+struct op {
+    struct op *next;
+    int kind;
+    uint64_t seq;
+    struct dep *deps;
+    size_t ndeps;
+    void *dst;
+    const void *src;
+    size_t n;          /* bytes (copy), elements (memset) */
+    void *staging;
+    size_t dpitch, spitch, width, height;
+    unsigned value;
+    int esize;
+    CUhostFn fn;
+    void *ud;
+    struct event *ev;
+    struct uvmsim_prefetch pf;
+};
+
+struct stream {
+    void *key; /* == this, the hash key */
+    int magic;
+    int kind;
+    unsigned flags;
+    int prio;
+    int destroyed;
+    uint64_t enq_seq, done_seq;
+    struct op *head, *tail;
+    /* capture */
+    int cap_status;
+    CUstreamCaptureMode cap_mode;
+    pthread_t cap_thread;
+    unsigned long long cap_id;
+    unsigned long long cap_nodes;
+    struct stream *all_next;
+    UT_hash_handle hh;
+};
+#define STREAM_MAGIC 0x5354524d
+
+struct event {
+    void *key;
+    int magic;
+    unsigned flags;
+    int alive;
+    int refs;
+    struct stream *rec_stream;
+    uint64_t rec_seq;
+    int captured;
+    unsigned long long cap_id;
+    double t_ms;
+    UT_hash_handle hh;
+};
+#define EVENT_MAGIC 0x45564e54
+
+#pragma GCC visibility push(hidden)
+
+/* ------------------------------------------------------------------ shared state (sim_core.c) */
+
+extern struct counter *sim_counters;      /* under sim_cnt_mu */
+extern pthread_mutex_t sim_cnt_mu;
+/* Set in a child forked from a process that had CUDA state (see sim_core.c). */
+extern int sim_child_poisoned;
+
+extern pthread_mutex_t sim_mu; /* everything below, the allocation table and all streams/events */
+extern pthread_cond_t sim_cv;
+
+extern atomic_uint sim_op_delay_us;
+extern unsigned long long sim_bytes, sim_copies, sim_pinned, sim_pinned_peak, sim_live_streams, sim_live_events;
+extern struct uvmsim_prefetch *sim_pf_log;
+extern size_t sim_pf_len, sim_pf_cap;
+
+extern struct sim_ctx sim_primary;
+extern __thread CUcontext sim_tl_ctx;
+
+struct counter *sim_counter_get(const char *fn);
+int sim_from_runtime(const void *ra);
+
+/* ------------------------------------------------------------------ allocations (sim_memory.c) */
+
+extern struct alloc *sim_allocs;
+extern size_t sim_nallocs;
+struct alloc *sim_find_alloc_locked(uintptr_t p);
+int sim_mclass_locked(const void *p);
+
+/* ------------------------------------------------------------------ streams and ops (sim_streams.c) */
+
+extern struct stream *sim_streams_all; /* every stream ever made (never freed: deps point at them) */
+extern pthread_key_t sim_ptds_key;
+void sim_ptds_thread_exit(void *arg);
+int sim_is_blocking(const struct stream *s);
+CUresult sim_resolve_locked(CUstream h, int ptds, struct stream **out);
+CUresult sim_submit_locked(struct stream *s, struct op *o, int host_sync, struct dep *extra);
+void sim_wait_stream_locked(struct stream *s, uint64_t seq);
+
+/* ------------------------------------------------------------------ events (sim_events.c) */
+
+void sim_event_unref_locked(struct event *e);
+
+/* ------------------------------------------------------------------ capture rules (sim_capture.c) */
+
+void sim_invalidate_capture_locked(unsigned long long id);
+int sim_prohibited_locked(int invalidate);
+int sim_legacy_implicit_locked(void);
+int sim_any_capture_locked(void);
+CUresult sim_unsafe_guard(void);
+
+#pragma GCC visibility pop
+
+/* ------------------------------------------------------------------ entry-point prologues */
+
+/* Count and fault a call by its exported name, unless a simulated runtime made it. A macro: the
+ * return address must be the exported function's. */
+#define ENTER(nm)                                                                                      \
+    do {                                                                                               \
+        const void *ra_ = __builtin_return_address(0);                                                 \
+        if (sim_child_poisoned) return CUDA_ERROR_NOT_INITIALIZED;                                     \
+        if (!sim_from_runtime(ra_)) {                                                                  \
+            unsigned f_ = uvmsim_hook_enter(nm);                                                       \
+            if (f_) return (CUresult)f_;                                                               \
+        }                                                                                              \
+    } while (0)
+
+#define NEED_CTX() do { if (!sim_tl_ctx) return CUDA_ERROR_INVALID_CONTEXT; } while (0)
+
+#endif

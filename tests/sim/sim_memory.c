@@ -1,0 +1,256 @@
+/* sim_memory.c: simulated memory: the allocation table (managed, device, pinned host, registered host),
+ * the alloc/free/register entry points, address ranges and pointer attributes. */
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "sim_internal.h"
+
+/* ------------------------------------------------------------------ allocation table */
+
+struct alloc *sim_allocs;
+size_t sim_nallocs;
+static size_t g_cap_allocs;
+static unsigned long long g_next_buffer_id = 1;
+
+struct alloc *sim_find_alloc_locked(uintptr_t p) {
+    for (size_t i = 0; i < sim_nallocs; i++)
+        if (p >= sim_allocs[i].base && p < sim_allocs[i].base + sim_allocs[i].size) return &sim_allocs[i];
+    return NULL;
+}
+
+static int add_alloc_locked(struct alloc a) {
+    if (sim_nallocs == g_cap_allocs) {
+        size_t nc = g_cap_allocs ? g_cap_allocs * 2 : 64;
+        struct alloc *na = realloc(sim_allocs, nc * sizeof *na);
+        if (!na) return -1;
+        sim_allocs = na;
+        g_cap_allocs = nc;
+    }
+    a.id = g_next_buffer_id++;
+    sim_allocs[sim_nallocs++] = a;
+    return 0;
+}
+
+static void pinned_add_locked(long long d) {
+    sim_pinned = (unsigned long long)((long long)sim_pinned + d);
+    if (sim_pinned > sim_pinned_peak) sim_pinned_peak = sim_pinned;
+}
+
+/* Memory class of a pointer as the copy engine sees it. */
+int sim_mclass_locked(const void *p) {
+    struct alloc *a = sim_find_alloc_locked((uintptr_t)p);
+    if (!a) return M_PAGEABLE;
+    switch (a->kind) {
+    case A_DEVICE: return M_DEVICE;
+    case A_MANAGED: return M_MANAGED;
+    default: return M_PINNED;
+    }
+}
+
+/* ------------------------------------------------------------------ allocation entry points */
+
+static void *map_bytes(size_t len) {
+    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+static CUresult alloc_common(void **out, size_t size, int kind) {
+    NEED_CTX();
+    if (!out || size == 0) return CUDA_ERROR_INVALID_VALUE;
+    CUresult g = sim_unsafe_guard();
+    if (g) return g;
+    struct alloc a = { 0 };
+    a.kind = kind;
+    a.size = size;
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+    size_t len = (size + pg - 1) / pg * pg;
+    if (kind == A_MANAGED || kind == A_DEVICE) {
+        /* 2 MiB aligned base, like the UVM driver's VA blocks */
+        size_t mlen = len + MIB2;
+        char *m = map_bytes(mlen);
+        if (!m) return CUDA_ERROR_OUT_OF_MEMORY;
+        uintptr_t b = ((uintptr_t)m + MIB2 - 1) & ~(uintptr_t)(MIB2 - 1);
+        a.map = m;
+        a.maplen = mlen;
+        a.base = b;
+        if (kind == A_MANAGED) {
+            a.npages = (size + MIB2 - 1) / MIB2;
+            a.adv = calloc(a.npages, sizeof *a.adv);
+            if (!a.adv) { munmap(m, mlen); return CUDA_ERROR_OUT_OF_MEMORY; }
+        }
+    } else {
+        char *m = map_bytes(len);
+        if (!m) return CUDA_ERROR_OUT_OF_MEMORY;
+        for (size_t off = 0; off < len; off += pg) ((volatile char *)m)[off] = 0; /* commit: page-locked */
+        a.map = m;
+        a.maplen = len;
+        a.base = (uintptr_t)m;
+    }
+    pthread_mutex_lock(&sim_mu);
+    if (add_alloc_locked(a)) {
+        pthread_mutex_unlock(&sim_mu);
+        munmap(a.map, a.maplen);
+        free(a.adv);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    if (kind == A_HOST) pinned_add_locked((long long)size);
+    pthread_mutex_unlock(&sim_mu);
+    *out = (void *)a.base;
+    return CUDA_SUCCESS;
+}
+
+static CUresult free_common(uintptr_t p, int want_host) {
+    NEED_CTX();
+    if (!p) return CUDA_SUCCESS;
+    CUresult g = sim_unsafe_guard();
+    if (g) return g;
+    pthread_mutex_lock(&sim_mu);
+    /* freeing synchronizes the device, like the real cuMemFree */
+    for (struct stream *t = sim_streams_all; t; t = t->all_next) sim_wait_stream_locked(t, t->enq_seq);
+    size_t i;
+    for (i = 0; i < sim_nallocs; i++)
+        if (sim_allocs[i].base == p) break;
+    if (i == sim_nallocs || (want_host ? sim_allocs[i].kind != A_HOST
+                                     : (sim_allocs[i].kind != A_DEVICE && sim_allocs[i].kind != A_MANAGED))) {
+        pthread_mutex_unlock(&sim_mu);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    struct alloc a = sim_allocs[i];
+    sim_allocs[i] = sim_allocs[--sim_nallocs];
+    if (a.kind == A_HOST) pinned_add_locked(-(long long)a.size);
+    pthread_mutex_unlock(&sim_mu);
+    munmap(a.map, a.maplen);
+    free(a.adv);
+    return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr *dptr, size_t n) { ENTER("cuMemAlloc_v2"); return alloc_common((void **)dptr, n, A_DEVICE); }
+CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr *dptr, size_t n, unsigned int flags) {
+    ENTER("cuMemAllocManaged");
+    if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST) return CUDA_ERROR_INVALID_VALUE;
+    return alloc_common((void **)dptr, n, A_MANAGED);
+}
+CUresult CUDAAPI cuMemFree_v2(CUdeviceptr p) { ENTER("cuMemFree_v2"); return free_common(p, 0); }
+CUresult CUDAAPI cuMemHostAlloc(void **pp, size_t n, unsigned int flags) {
+    ENTER("cuMemHostAlloc");
+    if (flags & ~(unsigned)(CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_WRITECOMBINED))
+        return CUDA_ERROR_INVALID_VALUE;
+    return alloc_common(pp, n, A_HOST);
+}
+CUresult CUDAAPI cuMemAllocHost_v2(void **pp, size_t n) { ENTER("cuMemAllocHost_v2"); return alloc_common(pp, n, A_HOST); }
+CUresult CUDAAPI cuMemFreeHost(void *p) { ENTER("cuMemFreeHost"); return free_common((uintptr_t)p, 1); }
+
+static CUresult host_register(void *p, size_t n, unsigned flags) {
+    NEED_CTX();
+    (void)flags;
+    if (!p || !n) return CUDA_ERROR_INVALID_VALUE;
+    CUresult g = sim_unsafe_guard();
+    if (g) return g;
+    pthread_mutex_lock(&sim_mu);
+    for (size_t i = 0; i < sim_nallocs; i++) {
+        uintptr_t b = sim_allocs[i].base, e = b + sim_allocs[i].size;
+        if ((uintptr_t)p < e && (uintptr_t)p + n > b) {
+            pthread_mutex_unlock(&sim_mu);
+            return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+        }
+    }
+    struct alloc a = { 0 };
+    a.base = (uintptr_t)p;
+    a.size = n;
+    a.kind = A_REGISTERED;
+    if (add_alloc_locked(a)) { pthread_mutex_unlock(&sim_mu); return CUDA_ERROR_OUT_OF_MEMORY; }
+    pinned_add_locked((long long)n);
+    pthread_mutex_unlock(&sim_mu);
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuMemHostRegister_v2(void *p, size_t n, unsigned int flags) { ENTER("cuMemHostRegister_v2"); return host_register(p, n, flags); }
+CUresult CUDAAPI cuMemHostRegister(void *p, size_t n, unsigned int flags) { ENTER("cuMemHostRegister"); return host_register(p, n, flags); }
+CUresult CUDAAPI cuMemHostUnregister(void *p) {
+    ENTER("cuMemHostUnregister");
+    NEED_CTX();
+    CUresult g = sim_unsafe_guard();
+    if (g) return g;
+    pthread_mutex_lock(&sim_mu);
+    for (size_t i = 0; i < sim_nallocs; i++)
+        if (sim_allocs[i].kind == A_REGISTERED && sim_allocs[i].base == (uintptr_t)p) {
+            pinned_add_locked(-(long long)sim_allocs[i].size);
+            sim_allocs[i] = sim_allocs[--sim_nallocs];
+            pthread_mutex_unlock(&sim_mu);
+            return CUDA_SUCCESS;
+        }
+    pthread_mutex_unlock(&sim_mu);
+    return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+}
+
+CUresult CUDAAPI cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr p) {
+    ENTER("cuMemGetAddressRange_v2");
+    pthread_mutex_lock(&sim_mu);
+    struct alloc *a = sim_find_alloc_locked(p);
+    CUresult r = CUDA_ERROR_NOT_FOUND;
+    if (a && a->kind != A_REGISTERED) {
+        if (pbase) *pbase = a->base;
+        if (psize) *psize = a->size;
+        r = CUDA_SUCCESS;
+    }
+    pthread_mutex_unlock(&sim_mu);
+    return r;
+}
+
+CUresult CUDAAPI cuMemGetInfo_v2(size_t *freeb, size_t *total) {
+    ENTER("cuMemGetInfo_v2");
+    NEED_CTX();
+    if (total) *total = (size_t)16 << 30;
+    if (freeb) *freeb = (size_t)15 << 30;
+    return CUDA_SUCCESS;
+}
+
+/* ------------------------------------------------------------------ pointer attributes */
+
+static CUresult ptr_attr_locked(void *data, CUpointer_attribute at, uintptr_t p, int strict) {
+    struct alloc *a = sim_find_alloc_locked(p);
+    if (!a && strict) return CUDA_ERROR_INVALID_VALUE;
+    switch (at) {
+    case CU_POINTER_ATTRIBUTE_CONTEXT: *(CUcontext *)data = a ? (CUcontext)&sim_primary : NULL; break;
+    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+        *(unsigned int *)data = !a ? 0u : (a->kind == A_DEVICE || a->kind == A_MANAGED) ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST;
+        break;
+    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER: *(CUdeviceptr *)data = a ? p : 0; break;
+    case CU_POINTER_ATTRIBUTE_HOST_POINTER:
+        if (a && a->kind == A_DEVICE) {
+            if (strict) return CUDA_ERROR_INVALID_VALUE;
+            *(void **)data = NULL;
+        } else *(void **)data = a ? (void *)p : NULL;
+        break;
+    case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS: *(unsigned char *)data = 0; break;
+    case CU_POINTER_ATTRIBUTE_BUFFER_ID: *(unsigned long long *)data = a ? a->id : 0; break;
+    case CU_POINTER_ATTRIBUTE_IS_MANAGED: *(unsigned int *)data = a && a->kind == A_MANAGED; break;
+    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: *(int *)data = a ? 0 : -2; break;
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: *(CUdeviceptr *)data = a ? a->base : 0; break;
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE: *(size_t *)data = a ? a->size : 0; break;
+    case CU_POINTER_ATTRIBUTE_MAPPED: *(unsigned char *)data = a != NULL; break;
+    case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE: *(void **)data = NULL; break;
+    default: return CUDA_ERROR_INVALID_VALUE;
+    }
+    return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuPointerGetAttribute(void *data, CUpointer_attribute at, CUdeviceptr p) {
+    ENTER("cuPointerGetAttribute");
+    if (!data) return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&sim_mu);
+    CUresult r = ptr_attr_locked(data, at, p, 1);
+    pthread_mutex_unlock(&sim_mu);
+    return r;
+}
+
+CUresult CUDAAPI cuPointerGetAttributes(unsigned int num, CUpointer_attribute *ats, void **data, CUdeviceptr p) {
+    ENTER("cuPointerGetAttributes");
+    if (!ats || !data) return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = CUDA_SUCCESS;
+    pthread_mutex_lock(&sim_mu);
+    for (unsigned i = 0; i < num && !r; i++)
+        if (data[i]) r = ptr_attr_locked(data[i], ats[i], p, 0);
+    pthread_mutex_unlock(&sim_mu);
+    return r;
+}
