@@ -54,7 +54,7 @@ _pool = None
 
 
 def managed_empty(nbytes):
-    """A uint8 CUDA tensor in managed memory with FBGEMM's advice (managed_alloc.c)."""
+    """A uint8 CUDA tensor in managed memory with FBGEMM's advice (integration/managed_alloc.c)."""
     global _pool
     if _pool is None:
         alloc = torch.cuda.memory.CUDAPluggableAllocator(

@@ -2,8 +2,9 @@
  * managed memory the way FBGEMM's new_managed_tensor does (fbgemm_gpu memory_utils.cu):
  * cudaMallocManaged with default flags, advice PreferredLocation = CPU and AccessedBy = the
  * device, and madvise(MADV_DONTFORK). Used with torch.cuda.MemPool + torch.cuda.use_mem_pool.
- * Links only against libcudart.so.13 by SONAME: on the simulator that is tests/sim's runtime,
- * on a GPU machine the wheel's own. */
+ * Shared by integration/checkpoint_job.py and tests/torch. Needs only libcudart.so.13 by SONAME
+ * (no RUNPATH): on the simulator that is tests/sim's runtime, preloaded; on a GPU machine the
+ * one PyTorch already loaded. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif

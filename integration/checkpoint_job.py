@@ -1,0 +1,231 @@
+"""checkpoint_job.py: the users' job in miniature, for integration/run.sh.
+
+Run by `torchrun --standalone --nproc_per_node=2` (gloo, both ranks on cuda:0; NCCL refuses two
+ranks on one GPU). Each rank builds a state dict holding one managed-memory table of --size bytes
+(cudaMallocManaged with FBGEMM's advice, through integration/managed_alloc.c as a
+torch.cuda.memory.CUDAPluggableAllocator in a torch.cuda.MemPool) plus ordinary CUDA tensors,
+saves it with torch.distributed.checkpoint.save, loads it back into fresh tensors of the same kinds
+and checks every byte. Each rank then writes ONE line (one os.write) `RESULT <json>` on stdout:
+seconds (save, load, wall), peak resident host memory (VmHWM of /proc/self/status), pinned
+figures, whether libuvmchunk was mapped in the process. The library's own `uvmchunk: stats:` line
+comes on the rank's stderr at exit; run.sh collects it from torchrun's per-rank logs.
+
+The same script serves the real GPU and the simulated CUDA runtime (tests/sim): no operation here
+launches a kernel (the simulator cannot run one): CUDA tensors are made with torch.empty and filled
+with host-to-device .copy_(), and every comparison is made on the CPU.
+
+Environment: UVMC_MANAGED_ALLOC = path of managed_alloc.so (required).
+usage: checkpoint_job.py --size BYTES [--dir DIR] [--chunk BYTES]
+"""
+import argparse
+import ctypes
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+import traceback
+
+# Ordinary CUDA tensors, float32, replicated: the same keys and bytes on every rank (DCP saves one
+# copy). The managed table is sharded: its key names the rank, and its bytes differ per rank.
+PLAIN_TENSORS = {"dense.weight": (1024, 1024), "dense.bias": (1024,)}
+REPLICA_SEED = 999
+
+
+def report(**kw):
+    # one write(2) of one line: both ranks share torchrun's stdout
+    os.write(1, ("RESULT " + json.dumps(kw, sort_keys=True) + "\n").encode())
+
+
+def proc_status(key):
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1]) * 1024
+    return None
+
+
+def mapped(name):
+    with open("/proc/self/maps") as f:
+        return sorted({ln.split()[-1] for ln in f if ln.rstrip().endswith(name) or ("/" + name) in ln})
+
+
+def sim_driver():
+    """The simulated driver's control API (tests/sim/uvmsim.h) when this process runs on it."""
+    for path in mapped("libcuda.so.1"):
+        try:
+            drv = ctypes.CDLL(path)
+        except OSError:
+            continue
+        if hasattr(drv, "uvmsim_pinned_peak"):
+            drv.uvmsim_pinned_peak.restype = ctypes.c_ulonglong
+            return drv
+    return None
+
+
+class Filler:
+    """Deterministic content, block by block: a random block of the seed, XORed with the block
+    index. Regenerated to verify, so no reference copy is held in host memory (it would distort the
+    peak RSS figure)."""
+
+    def __init__(self, chunk, seed):
+        import torch
+        self.chunk = chunk
+        g = torch.Generator().manual_seed(1000 + seed)
+        self.base = torch.randint(0, 256, (chunk,), dtype=torch.uint8, generator=g)
+
+    def expected(self, index, n):
+        b = self.base[:n]
+        return b ^ (index & 0xFF) if index & 0xFF else b
+
+
+def fill(t, filler):
+    """Write the pattern into CUDA tensor t (any dtype, contiguous) block by block: host-to-device
+    copies only."""
+    import torch
+    flat = t.view(-1).view(torch.uint8)
+    n, c = flat.numel(), filler.chunk
+    for i, off in enumerate(range(0, n, c)):
+        m = min(c, n - off)
+        flat[off:off + m].copy_(filler.expected(i, m))
+    torch.cuda.synchronize()
+
+
+def verify(t, filler):
+    """Copy t back block by block (each block below any copy threshold) and compare on the CPU."""
+    import torch
+    flat = t.view(-1).view(torch.uint8)
+    n, c = flat.numel(), filler.chunk
+    host = torch.empty(c, dtype=torch.uint8)
+    for i, off in enumerate(range(0, n, c)):
+        m = min(c, n - off)
+        host[:m].copy_(flat[off:off + m])  # device-to-host, synchronous
+        if not torch.equal(host[:m], filler.expected(i, m)):
+            return False
+    return True
+
+
+_pool = None
+
+
+def managed_empty(shape, dtype):
+    import torch
+    global _pool
+    if _pool is None:
+        alloc = torch.cuda.memory.CUDAPluggableAllocator(
+            os.environ["UVMC_MANAGED_ALLOC"], "uvmc_managed_alloc", "uvmc_managed_free")
+        _pool = torch.cuda.MemPool(alloc.allocator())
+    with torch.cuda.use_mem_pool(_pool):
+        return torch.empty(shape, dtype=dtype, device="cuda")
+
+
+def make_state(size, rank):
+    """The state dict's tensors, empty: this rank's managed table (float32 rows of 256) and the
+    replicated plain CUDA tensors; with the seed of each one's content."""
+    import torch
+    rows = size // (256 * 4)
+    state = {f"table_rank{rank}.weight": (managed_empty((rows, 256), torch.float32), rank)}
+    for k, shape in PLAIN_TENSORS.items():
+        state[k] = (torch.empty(shape, dtype=torch.float32, device="cuda"), REPLICA_SEED)
+    return state
+
+
+def host_pinned_peak():
+    """Peak bytes PyTorch's caching host allocator held (what it asked cudaHostAlloc for)."""
+    import torch
+    try:
+        s = torch.cuda.host_memory_stats()
+    except Exception:  # noqa: BLE001  (older PyTorch)
+        return None
+    for key in ("reserved_bytes.peak", "allocated_bytes.peak", "reserved_bytes.all.peak"):
+        if key in s:
+            return int(s[key])
+    return None
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--size", type=int, required=True, help="managed table bytes per rank (multiple of 1 KiB)")
+    p.add_argument("--dir", help="checkpoint folder (default: a temporary folder, removed after)")
+    p.add_argument("--chunk", type=int, default=8 << 20, help="fill/verify block bytes (below the copy threshold)")
+    a = p.parse_args()
+    t_start = time.monotonic()
+
+    import warnings
+    warnings.filterwarnings("ignore")
+    import torch
+    import torch.distributed as dist
+    import torch.distributed.checkpoint as dcp
+
+    dist.init_process_group("gloo")
+    torch.cuda.set_device(0)  # every rank on GPU 0: gloo, never NCCL
+    rank, world = dist.get_rank(), dist.get_world_size()
+    out = {"rank": rank, "world": world, "size": a.size, "torch": torch.__version__,
+           "device": torch.cuda.get_device_name(0), "pid": os.getpid(),
+           "preloaded": bool(mapped("libuvmchunk.so")), "ok": False}
+    drv = sim_driver()
+    out["simulated"] = drv is not None
+    own_dir = None
+    try:
+        if a.size <= 0 or a.size % 1024:
+            raise ValueError(f"--size {a.size}: want a positive multiple of 1024")
+        free, total = torch.cuda.mem_get_info()
+        out["gpu_free"], out["gpu_total"] = free, total
+        # Never ask for more managed memory than the card has free (BRIEF §6): all ranks share GPU 0,
+        # and each holds its saved table and the fresh one it loads into.
+        if 2 * a.size * world > free:
+            raise RuntimeError(f"{world} x 2 x {a.size} managed bytes exceed the {free} bytes free on the GPU")
+
+        ckpt = a.dir
+        if ckpt is None:
+            holder = [tempfile.mkdtemp(prefix="uvmc-ckpt-") if rank == 0 else None]
+            dist.broadcast_object_list(holder, src=0)
+            ckpt = own_dir = holder[0]
+
+        fillers = {}
+        made = make_state(a.size, rank)
+        for t, seed in made.values():
+            fillers.setdefault(seed, Filler(min(a.chunk, a.size), seed))
+            fill(t, fillers[seed])
+        state = {k: t for k, (t, _) in made.items()}
+        out["bytes"] = sum(t.numel() * t.element_size() for t in state.values())
+        del made
+        dist.barrier()
+
+        t0 = time.monotonic()
+        dcp.save(state, checkpoint_id=ckpt)
+        out["save_s"] = time.monotonic() - t0
+        out["rss_after_save"] = proc_status("VmRSS")
+        dist.barrier()
+
+        # fresh tensors while the saved ones are still alive: the pool cannot hand the same memory
+        # back, so a load that wrote nothing cannot pass the comparison
+        made = make_state(a.size, rank)
+        fresh = {k: t for k, (t, _) in made.items()}
+        t0 = time.monotonic()
+        dcp.load(fresh, checkpoint_id=ckpt)
+        torch.cuda.synchronize()
+        out["load_s"] = time.monotonic() - t0
+        out["equal"] = {k: verify(t, fillers[seed]) for k, (t, seed) in made.items()}
+        out["ok"] = all(out["equal"].values())
+        del made, fresh, state
+        dist.barrier()
+    except Exception as e:  # noqa: BLE001  (reported in the result line, then exit 1)
+        out["error"] = f"{type(e).__name__}: {e}"
+        traceback.print_exc()
+    out["pinned_asked_peak"] = host_pinned_peak()
+    out["pinned_locked_peak"] = int(drv.uvmsim_pinned_peak()) if drv else None
+    out["vmhwm"] = proc_status("VmHWM")
+    out["wall_s"] = time.monotonic() - t_start
+    report(**out)
+    try:
+        dist.destroy_process_group()
+    finally:
+        if own_dir and rank == 0:
+            shutil.rmtree(own_dir, ignore_errors=True)
+    sys.exit(0 if out["ok"] else 1)
+
+
+if __name__ == "__main__":
+    main()
