@@ -27,6 +27,8 @@ import tempfile
 import time
 import traceback
 
+from uvmc_managed import managed_empty  # next to this script
+
 # Ordinary CUDA tensors, float32, replicated: the same keys and bytes on every rank (DCP saves one
 # copy). The managed table is sharded: its key names the rank, and its bytes differ per rank.
 PLAIN_TENSORS = {"dense.weight": (1024, 1024), "dense.bias": (1024,)}
@@ -106,18 +108,6 @@ def verify(t, filler):
     return True
 
 
-_pool = None
-
-
-def managed_empty(shape, dtype):
-    import torch
-    global _pool
-    if _pool is None:
-        alloc = torch.cuda.memory.CUDAPluggableAllocator(
-            os.environ["UVMC_MANAGED_ALLOC"], "uvmc_managed_alloc", "uvmc_managed_free")
-        _pool = torch.cuda.MemPool(alloc.allocator())
-    with torch.cuda.use_mem_pool(_pool):
-        return torch.empty(shape, dtype=dtype, device="cuda")
 
 
 def make_state(size, rank):

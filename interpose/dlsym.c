@@ -1,5 +1,5 @@
 /* dlsym.c: the opt-in path for statically linked runtimes (intercept_dlsym = on). Such programs
- * reach the driver only through dlsym(libcuda, "cuGetProcAddress_v2"); that lookup gets ours. */
+ * reach the driver only through a dlsym of "cuGetProcAddress_v2" on libcuda; that lookup gets ours. */
 #include <dlfcn.h>
 
 #include "uvmc.h"
@@ -44,7 +44,7 @@ static void *uvmc_dlsym_redirect(void *handle, const char *name)
         return fn;
     bool v2 = uvmc_query_name(name) == 2;
     uvmc_resolve_adopt(v2 ? "cuGetProcAddress_v2" : "cuGetProcAddress", fn);
-    uvmc_log(UVMC_LOG_DEBUG, "dlsym(%s) answered with libuvmchunk's query", name);
+    uvmc_log(UVMC_LOG_DEBUG, "dlsym of %s answered with libuvmchunk's query", name);
     return v2 ? (void *)&cuGetProcAddress_v2 : (void *)&cuGetProcAddress;
 }
 

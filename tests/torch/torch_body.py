@@ -13,6 +13,9 @@ import sys
 
 import torch
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "integration"))
+from uvmc_managed import managed_empty as _managed_empty  # noqa: E402  (the harness's allocator)
+
 
 def result(**kw):
     # One write(2) of one line: torchrun's ranks share the pipe, and print() writes the text and
@@ -50,18 +53,9 @@ def memory_type(t):
     return rc, ctypes.c_int.from_buffer(buf, 0).value
 
 
-_pool = None
-
-
 def managed_empty(nbytes):
-    """A uint8 CUDA tensor in managed memory with FBGEMM's advice (integration/managed_alloc.c)."""
-    global _pool
-    if _pool is None:
-        alloc = torch.cuda.memory.CUDAPluggableAllocator(
-            os.environ["UVMC_MANAGED_ALLOC"], "uvmc_managed_alloc", "uvmc_managed_free")
-        _pool = torch.cuda.MemPool(alloc.allocator())
-    with torch.cuda.use_mem_pool(_pool):
-        return torch.empty(nbytes, dtype=torch.uint8, device="cuda")
+    """A uint8 CUDA tensor in managed memory with FBGEMM's advice (integration/uvmc_managed.py)."""
+    return _managed_empty((nbytes,), torch.uint8)
 
 
 def pattern(nbytes, seed):
