@@ -67,17 +67,24 @@ static bool uvmc_use_host_engine(const struct uvmc_copy *c)
     return uvmc_cfg.engine == UVMC_ENGINE_HOST || !c->dst_pinned || uvmc_source_prefers_cpu(c);
 }
 
+bool uvmc_thread_context(bool runtime)
+{
+    CUcontext ctx = NULL;
+    if (uvmc_driver_ready() && uvmc_drv.cuCtxGetCurrent(&ctx) == CUDA_SUCCESS && ctx)
+        return true;
+    int dev = 0;
+    /* A failure here (a forked child, no device) is the real call's to report: pass through. */
+    if (!runtime || !uvmc_real.cudaGetDevice || !uvmc_real.cudaSetDevice ||
+        uvmc_real.cudaGetDevice(&dev) != cudaSuccess || uvmc_real.cudaSetDevice(dev) != cudaSuccess)
+        return false;
+    return uvmc_driver_ready() && uvmc_drv.cuCtxGetCurrent(&ctx) == CUDA_SUCCESS && ctx;
+}
+
 bool uvmc_classify(struct uvmc_copy *c)
 {
     if (c->kind != cudaMemcpyDeviceToHost && c->kind != cudaMemcpyDefault)
         return false;
-    if (!c->dst || !c->src || !uvmc_driver_ready())
-        return false;
-    if (!c->api->ready(false))
-        return false;
-    /* No current context: the real call would set one up; leave this call to it. */
-    CUcontext ctx = NULL;
-    if (uvmc_drv.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx)
+    if (!c->dst || !c->src || !uvmc_thread_context(c->api->runtime) || !c->api->ready(false))
         return false;
     c->hstream = uvmc_explicit_stream(c);
     /* A capturing stream must see exactly the caller's call: anything we add could invalidate it

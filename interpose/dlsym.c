@@ -43,6 +43,10 @@ static void *uvmc_dlsym_redirect(void *handle, const char *name)
     if (!fn)
         return fn;
     bool v2 = uvmc_query_name(name) == 2;
+    /* RTLD_DEFAULT or dlopen(NULL) before libcuda is loaded finds our own export: that is already
+     * the answer, and must never be taken for the real query (it would call itself). */
+    if (uvmc_is_ours(fn))
+        return fn;
     uvmc_resolve_adopt(v2 ? "cuGetProcAddress_v2" : "cuGetProcAddress", fn);
     uvmc_log(UVMC_LOG_DEBUG, "dlsym of %s answered with libuvmchunk's query", name);
     return v2 ? (void *)&cuGetProcAddress_v2 : (void *)&cuGetProcAddress;

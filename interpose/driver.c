@@ -80,6 +80,7 @@ static int uvmc_drv_passthrough(const struct uvmc_copy *c)
 }
 
 static const struct uvmc_api uvmc_driver_api = {
+    .runtime = false,
     .ready = uvmc_drv_ready,
     .block = uvmc_drv_block,
     .host_fn = uvmc_drv_host_fn,

@@ -72,8 +72,9 @@ int uvmc_engine_copy(const struct uvmc_copy *c)
     unsigned long long t0 = uvmc_now_ns();
     /* The prefetch of block i + window - 1 is queued just before block i, so it runs once block
      * i - 1 has landed: at most `depth` blocks are prefetched ahead of the copy, bounded by the
-     * stream itself. The host never waits for the device here, so a stream that the caller gates
-     * on something it does after this call returns cannot deadlock. */
+     * stream itself. The host never waits for the device while queueing, so a stream that the
+     * caller gates on something it does after an asynchronous call into pinned memory returns
+     * cannot deadlock. */
     for (size_t j = 0; j < window; j++)
         uvmc_prefetch_block(c, j, nblocks);
 
@@ -88,7 +89,10 @@ int uvmc_engine_copy(const struct uvmc_copy *c)
             break;
         issued++;
     }
-    if (rc == 0 && c->sync)
+    /* A device-to-host copy into pageable memory is complete when the call returns, even from the
+     * asynchronous entry points (BRIEF §7); the copy engine's blocks are each synchronous then,
+     * the host engine's host functions are not, so wait for the last one. */
+    if (rc == 0 && (c->sync || (c->host_engine && !c->dst_pinned)))
         rc = uvmc_wait_copied(c);
 
     unsigned long long ns = uvmc_now_ns() - t0;

@@ -56,20 +56,11 @@ static void *uvmc_subst_alloc(size_t size)
     return p;
 }
 
-bool uvmc_is_substituted(const void *ptr)
-{
-    if (!atomic_load_explicit(&uvmc_subst_live, memory_order_relaxed))
-        return false;
-    struct uvmc_subst *e;
-    pthread_mutex_lock(&uvmc_subst_lock);
-    HASH_FIND_PTR(uvmc_subst_table, &ptr, e);
-    pthread_mutex_unlock(&uvmc_subst_lock);
-    return e != NULL;
-}
-
 /* Unmaps ptr if it is one of ours; false for any other pointer. */
 static bool uvmc_subst_release(void *ptr)
 {
+    if (!atomic_load_explicit(&uvmc_subst_live, memory_order_relaxed))
+        return false;
     struct uvmc_subst *e;
     pthread_mutex_lock(&uvmc_subst_lock);
     HASH_FIND_PTR(uvmc_subst_table, &ptr, e);
@@ -85,10 +76,13 @@ static bool uvmc_subst_release(void *ptr)
     return true;
 }
 
+/* Substitution needs what the real allocation needs: a current context. The runtime's entry
+ * points set one up as the real call would (and a failure there, in a forked child say, sends
+ * the request to the real call to report); the driver's only look. */
 cudaError_t cudaHostAlloc(void **ptr, size_t size, unsigned int flags)
 {
     UVMC_REAL_OR_RETURN(cudaHostAlloc, cudaErrorSharedObjectSymbolNotFound);
-    if (ptr && uvmc_substitutable(size, flags) && (*ptr = uvmc_subst_alloc(size)))
+    if (ptr && uvmc_substitutable(size, flags) && uvmc_thread_context(true) && (*ptr = uvmc_subst_alloc(size)))
         return cudaSuccess;
     return uvmc_real.cudaHostAlloc(ptr, size, flags);
 }
@@ -96,22 +90,15 @@ cudaError_t cudaHostAlloc(void **ptr, size_t size, unsigned int flags)
 cudaError_t cudaMallocHost(void **ptr, size_t size)
 {
     UVMC_REAL_OR_RETURN(cudaMallocHost, cudaErrorSharedObjectSymbolNotFound);
-    if (ptr && uvmc_substitutable(size, 0) && (*ptr = uvmc_subst_alloc(size)))
+    if (ptr && uvmc_substitutable(size, 0) && uvmc_thread_context(true) && (*ptr = uvmc_subst_alloc(size)))
         return cudaSuccess;
     return uvmc_real.cudaMallocHost(ptr, size);
-}
-
-/* The driver's allocation needs a current context; without one the real call reports it. */
-static bool uvmc_driver_context(void)
-{
-    CUcontext ctx = NULL;
-    return uvmc_driver_ready() && uvmc_drv.cuCtxGetCurrent(&ctx) == CUDA_SUCCESS && ctx;
 }
 
 CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int flags)
 {
     UVMC_REAL_OR_RETURN(cuMemHostAlloc, CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND);
-    if (pp && uvmc_substitutable(bytesize, flags) && uvmc_driver_context() && (*pp = uvmc_subst_alloc(bytesize)))
+    if (pp && uvmc_substitutable(bytesize, flags) && uvmc_thread_context(false) && (*pp = uvmc_subst_alloc(bytesize)))
         return CUDA_SUCCESS;
     return uvmc_real.cuMemHostAlloc(pp, bytesize, flags);
 }
@@ -119,32 +106,27 @@ CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int flags)
 CUresult cuMemAllocHost_v2(void **pp, size_t bytesize)
 {
     UVMC_REAL_OR_RETURN(cuMemAllocHost_v2, CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND);
-    if (pp && uvmc_substitutable(bytesize, 0) && uvmc_driver_context() && (*pp = uvmc_subst_alloc(bytesize)))
+    if (pp && uvmc_substitutable(bytesize, 0) && uvmc_thread_context(false) && (*pp = uvmc_subst_alloc(bytesize)))
         return CUDA_SUCCESS;
     return uvmc_real.cuMemAllocHost_v2(pp, bytesize);
 }
 
-/* Freeing page-locked memory waits for the device, as the real free does; a copy still queued
- * into a substituted buffer must land before its pages go. If that wait fails (an earlier
- * asynchronous error, or capture), its error is returned and the buffer stays mapped. */
+/* No device work can still touch a substituted buffer when it is freed: it is pageable memory,
+ * which no kernel may access, and every copy into or out of pageable memory (ours included, see
+ * engine.c) is complete when its call returns. So the free waits for nothing, and stays legal
+ * while another thread captures a graph, as the real free is. */
 cudaError_t cudaFreeHost(void *ptr)
 {
     UVMC_REAL_OR_RETURN(cudaFreeHost, cudaErrorSharedObjectSymbolNotFound);
-    if (!uvmc_is_substituted(ptr))
+    if (!uvmc_subst_release(ptr))
         return uvmc_real.cudaFreeHost(ptr);
-    cudaError_t rc = uvmc_real.cudaDeviceSynchronize ? uvmc_real.cudaDeviceSynchronize() : cudaSuccess;
-    if (rc == cudaSuccess)
-        uvmc_subst_release(ptr);
-    return rc;
+    return cudaSuccess;
 }
 
 CUresult cuMemFreeHost(void *p)
 {
     UVMC_REAL_OR_RETURN(cuMemFreeHost, CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND);
-    if (!uvmc_is_substituted(p))
+    if (!uvmc_subst_release(p))
         return uvmc_real.cuMemFreeHost(p);
-    CUresult rc = uvmc_driver_ready() ? uvmc_drv.cuCtxSynchronize() : CUDA_SUCCESS;
-    if (rc == CUDA_SUCCESS)
-        uvmc_subst_release(p);
-    return rc;
+    return CUDA_SUCCESS;
 }

@@ -34,7 +34,7 @@ static int uvmc_collect_object(struct dl_phdr_info *info, size_t size, void *arg
 }
 
 /* True when fn lies in this library (a lookup through a scope that holds us came back to us). */
-static bool uvmc_is_ours(void *fn)
+bool uvmc_is_ours(void *fn)
 {
     Dl_info mine, theirs;
     return dladdr((void *)uvmc_resolve_real, &mine) && dladdr(fn, &theirs) && mine.dli_fbase == theirs.dli_fbase;
@@ -168,6 +168,8 @@ void uvmc_resolve_atfork_release(void) { pthread_mutex_unlock(&uvmc_resolve_lock
 
 void uvmc_resolve_adopt(const char *name, void *fn)
 {
+    if (!fn || uvmc_is_ours(fn))
+        return;
     pthread_mutex_lock(&uvmc_resolve_lock);
     if (!strcmp(name, "cuGetProcAddress_v2") && !uvmc_real.cuGetProcAddress_v2)
         *(void **)&uvmc_real.cuGetProcAddress_v2 = fn;

@@ -51,6 +51,7 @@ static int uvmc_rt_passthrough(const struct uvmc_copy *c)
 }
 
 static const struct uvmc_api uvmc_runtime_api = {
+    .runtime = true,
     .ready = uvmc_rt_ready,
     .block = uvmc_rt_block,
     .host_fn = uvmc_rt_host_fn,

@@ -37,10 +37,11 @@
 
 /* Runtime functions called but never interposed: X(name). Resolved like the interposed ones. */
 #define UVMC_RUNTIME_CALLED(X) \
+    X(cudaGetDevice)           \
+    X(cudaSetDevice)           \
     X(cudaEventSynchronize)    \
     X(cudaStreamSynchronize)   \
-    X(cudaLaunchHostFunc)      \
-    X(cudaDeviceSynchronize)
+    X(cudaLaunchHostFunc)
 
 /* Driver functions, fetched through cuGetProcAddress with an explicit ABI version so one build
  * serves libcudart 12 and 13 (BRIEF §2): X(name, version, pointer type, required). */
@@ -50,7 +51,6 @@
     X(cuStreamSynchronize, 2000, PFN_cuStreamSynchronize_v2000, 1)            \
     X(cuLaunchHostFunc, 10000, PFN_cuLaunchHostFunc_v10000, 0)                \
     X(cuCtxGetDevice, 2000, PFN_cuCtxGetDevice_v2000, 1)                      \
-    X(cuCtxSynchronize, 2000, PFN_cuCtxSynchronize_v2000, 1)                  \
     X(cuPointerGetAttributes, 7000, PFN_cuPointerGetAttributes_v7000, 1)      \
     X(cuStreamIsCapturing, 10000, PFN_cuStreamIsCapturing_v10000, 1)          \
     X(cuEventCreate, 2000, PFN_cuEventCreate_v2000, 1)                        \

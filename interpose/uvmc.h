@@ -83,7 +83,10 @@ bool uvmc_resolve_real(void);
 bool uvmc_driver_ready(void);
 void uvmc_resolve_atfork_prepare(void);
 void uvmc_resolve_atfork_release(void);
-/* Records fn as the real `name` if none was found yet (dlsym.c hands back our wrapper in its place). */
+/* True when fn lies in this library. */
+bool uvmc_is_ours(void *fn);
+/* Records fn as the real `name` if none was found yet and fn is not ours (dlsym.c hands back our
+ * wrapper in its place). */
 void uvmc_resolve_adopt(const char *name, void *fn);
 /* Logs once that the real `name` cannot be found; the wrapper then fails the call. */
 void uvmc_report_missing(const char *name);
@@ -123,10 +126,6 @@ extern struct uvmc_stats uvmc_stats;
 void uvmc_stats_print(void);
 unsigned long long uvmc_now_ns(void);
 
-/* ---- hostalloc.c ---- */
-/* True when ptr starts a pinned request this library served with pageable memory. */
-bool uvmc_is_substituted(const void *ptr);
-
 /* ---- hostcopy.c: the host engine's copy step ---- */
 struct uvmc_host_job {
     void *dst;
@@ -150,6 +149,7 @@ struct uvmc_copy;
  * (driver), 0 meaning success, so each caller gets the code type and last-error state its own
  * API gives. */
 struct uvmc_api {
+    bool runtime; /* the runtime's entry points (else the driver's) */
     /* True when every real function the split path needs is there (host: the host engine's). */
     bool (*ready)(bool host);
     /* One stream-ordered copy of a block, through the asynchronous form of the caller's entry. */
@@ -182,6 +182,12 @@ struct uvmc_copy {
 
 /* A copy at or above the threshold: classify, then split or pass through; counts it. */
 int uvmc_large_copy(struct uvmc_copy *c);
+
+/* True when this thread has a current context. For runtime entry points (runtime = true) the
+ * runtime is first asked to set one up, as the unmodified call would (cudaGetDevice +
+ * cudaSetDevice); the driver's entry points get exactly what the real call gives a thread
+ * without one, so they only look. */
+bool uvmc_thread_context(bool runtime);
 
 /* True when the copy must be split: kind, capture state, managed source range, host destination
  * (see BRIEF §2, §3). Makes only driver calls, which never touch the runtime's last error. */

@@ -317,6 +317,46 @@ START_TEST(async_copy_returns_before_pinned_bytes_land)
 }
 END_TEST
 
+START_TEST(async_copy_into_pageable_is_complete_on_return)
+{
+    /* A device-to-host copy into pageable memory returns after it landed, even asynchronous
+     * (BRIEF §7): read at once, with every operation delayed, the bytes must be there. */
+    cudaStream_t s;
+    ck_assert_int_eq(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+    uvmsim_set_op_delay_us(5000);
+    unsigned long long b = block_calls("cudaMemcpyAsync");
+    ck_assert_int_eq(cudaMemcpyAsync(pageable + 2, managed + 9, big, cudaMemcpyDeviceToHost, s), cudaSuccess);
+    ck_assert_uint_eq(block_calls("cudaMemcpyAsync") - b, test_blocks(big));
+    expect_bytes(pageable + 2, managed + 9, big);
+    uvmsim_set_op_delay_us(0);
+    ck_assert_int_eq(cudaStreamDestroy(s), cudaSuccess);
+}
+END_TEST
+
+static void *first_copy_thread(void *arg)
+{
+    unsigned long long *blocks = arg;
+    unsigned long long b = block_calls("cudaMemcpyAsync");
+    cudaError_t rc = cudaMemcpyAsync(pinned, managed, big, cudaMemcpyDeviceToHost, 0);
+    if (rc == cudaSuccess)
+        rc = cudaStreamSynchronize(0);
+    *blocks = rc == cudaSuccess ? block_calls("cudaMemcpyAsync") - b : 0;
+    return NULL;
+}
+
+START_TEST(first_copy_on_a_new_thread_is_split)
+{
+    /* The thread has made no CUDA call yet, so it has no current context: the runtime is asked to
+     * set one up, as the unmodified call would, and the copy is split like any other. */
+    pthread_t th;
+    unsigned long long blocks = 0;
+    pthread_create(&th, NULL, first_copy_thread, &blocks);
+    pthread_join(th, NULL);
+    ck_assert_uint_eq(blocks, test_blocks(big));
+    expect_bytes(pinned, managed, big);
+}
+END_TEST
+
 struct gate {
     pthread_mutex_t lock;
     pthread_cond_t cond;
@@ -667,6 +707,79 @@ START_TEST(substituted_pointer_reports_pageable)
 }
 END_TEST
 
+struct capturer {
+    pthread_barrier_t started, freed;
+    int mode;
+    cudaError_t end;
+};
+
+static void *capture_thread(void *arg)
+{
+    struct capturer *c = arg;
+    cudaStream_t s;
+    cudaGraph_t g = NULL;
+    cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    cudaError_t begin = cudaStreamBeginCapture(s, (enum cudaStreamCaptureMode)c->mode);
+    pthread_barrier_wait(&c->started);
+    pthread_barrier_wait(&c->freed);
+    c->end = begin != cudaSuccess ? begin : cudaStreamEndCapture(s, &g);
+    if (g)
+        cudaGraphDestroy(g);
+    cudaStreamDestroy(s);
+    return NULL;
+}
+
+START_TEST(free_during_another_threads_capture_keeps_it_valid)
+{
+    /* Freeing a substituted buffer waits for nothing, so it is legal while another thread captures
+     * (as the real free is) and leaves that capture valid. */
+    int modes[] = {cudaStreamCaptureModeGlobal, cudaStreamCaptureModeThreadLocal, cudaStreamCaptureModeRelaxed};
+    for (int k = 0; k < 3; k++) {
+        void *p = NULL;
+        ck_assert_int_eq(cudaHostAlloc(&p, test_cfg.pinned_threshold, cudaHostAllocDefault), cudaSuccess);
+        ck_assert(!reported_pinned(p));
+        struct capturer c = {.mode = modes[k]};
+        pthread_barrier_init(&c.started, NULL, 2);
+        pthread_barrier_init(&c.freed, NULL, 2);
+        pthread_t th;
+        pthread_create(&th, NULL, capture_thread, &c);
+        pthread_barrier_wait(&c.started);
+        ck_assert_int_eq(cudaFreeHost(p), cudaSuccess);
+        pthread_barrier_wait(&c.freed);
+        pthread_join(th, NULL);
+        ck_assert_msg(c.end == cudaSuccess, "mode %d: capture ended with %d", modes[k], (int)c.end);
+        pthread_barrier_destroy(&c.started);
+        pthread_barrier_destroy(&c.freed);
+        cudaGetLastError();
+    }
+}
+END_TEST
+
+static void *substitute_on_fresh_thread(void *arg)
+{
+    CUresult *r = arg;
+    void *p = NULL;
+    CUcontext ctx = NULL;
+    r[0] = (CUresult)cudaMallocHost(&p, test_cfg.pinned_threshold);
+    r[1] = cuCtxGetCurrent(&ctx) == CUDA_SUCCESS && ctx ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+    r[2] = cuMemFreeHost(p);
+    return NULL;
+}
+
+START_TEST(substituted_allocation_sets_up_the_context)
+{
+    /* As the real allocation would, the substituted one leaves the thread with a current context,
+     * so the thread's later driver calls work. */
+    CUresult r[3];
+    pthread_t th;
+    pthread_create(&th, NULL, substitute_on_fresh_thread, r);
+    pthread_join(th, NULL);
+    ck_assert_int_eq(r[0], CUDA_SUCCESS);
+    ck_assert_int_eq(r[1], CUDA_SUCCESS);
+    ck_assert_int_eq(r[2], CUDA_SUCCESS);
+}
+END_TEST
+
 START_TEST(pytorch_checkpoint_sequence)
 {
     /* to("cpu", non_blocking=True) on a managed table (BRIEF §1): a power-of-two pinned
@@ -690,8 +803,10 @@ START_TEST(pytorch_checkpoint_sequence)
     expect_bytes(dst, managed, n);
     ck_assert_uint_eq(uvmsim_calls("cudaLaunchHostFunc"), test_blocks(n)); /* the host engine ran */
     ck_assert_uint_eq(uvmsim_pinned_peak(), 0);                            /* nothing was locked */
-    /* Freed while a copy into it is still queued: the free waits for it first. */
+    /* Freed right after another copy into it: a copy into pageable memory has landed when its
+     * call returns, so nothing can still write there. */
     ck_assert_int_eq(cudaMemcpyAsync(dst, managed, n, cudaMemcpyDeviceToHost, s), cudaSuccess);
+    expect_bytes(dst, managed, n);
     ck_assert_int_eq(cudaFreeHost(dst), cudaSuccess);
     ck_assert_int_eq(cudaStreamSynchronize(s), cudaSuccess);
     uvmsim_set_op_delay_us(0);
@@ -751,6 +866,8 @@ int main(int argc, char **argv)
         tcase_add_test(tc, order_on_per_thread_stream);
         tcase_add_test(tc, async_copy_returns_before_pinned_bytes_land);
         tcase_add_test(tc, async_copy_behind_a_host_gate_does_not_deadlock);
+        tcase_add_test(tc, async_copy_into_pageable_is_complete_on_return);
+        tcase_add_test(tc, first_copy_on_a_new_thread_is_split);
         tcase_add_test(tc, capturing_stream_passes_through_and_stays_valid);
         tcase_add_test(tc, failing_block_returns_its_error_and_leaks_nothing);
         tcase_add_test(tc, synchronous_copy_without_an_event_still_waits);
@@ -783,6 +900,8 @@ int main(int argc, char **argv)
         tcase_add_test(tc, every_allocation_entry_point_substitutes_at_threshold);
         tcase_add_test(tc, mapped_or_write_combined_requests_stay_pinned);
         tcase_add_test(tc, substituted_pointer_reports_pageable);
+        tcase_add_test(tc, free_during_another_threads_capture_keeps_it_valid);
+        tcase_add_test(tc, substituted_allocation_sets_up_the_context);
         tcase_add_test(tc, pytorch_checkpoint_sequence);
     } else if (!strcmp(which, "disabled")) {
         if (test_cfg.enabled) {

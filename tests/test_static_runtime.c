@@ -25,6 +25,10 @@ int main(int argc, char **argv)
         return 2;
     bool want_split = strcmp(argv[2], "split") == 0;
     test_load_config();
+    /* Probed before the driver is loaded (as Python's ctypes.CDLL(None).cuGetProcAddress_v2
+     * would): only our own export is found, which must never be taken for the real query. */
+    void *early = dlsym(RTLD_DEFAULT, "cuGetProcAddress_v2");
+    (void)early;
     void *h = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
     if (!h) {
         fprintf(stderr, "dlopen %s: %s\n", argv[1], dlerror());
