@@ -17,6 +17,9 @@ unsigned long long uvmc_now_ns(void)
 
 void uvmc_stats_print(void)
 {
+    /* A process that only looked the library up (a launcher probing for the driver) says nothing. */
+    if (!UVMC_LOAD(split) && !UVMC_LOAD(passed_large) && !UVMC_LOAD(passed_small) && !UVMC_LOAD(substituted))
+        return;
     unsigned long long bytes = UVMC_LOAD(split_bytes);
     double secs = (double)UVMC_LOAD(split_ns) / 1e9;
     uvmc_log(UVMC_LOG_ERROR,
