@@ -1,6 +1,7 @@
-/* bench.c: uvmchunk-bench, the figures of issue 7 on the simulated CUDA runtime: pass-through cost
- * (callgrind instructions per below-threshold call), classification queries and chunked/unchunked
- * throughput, and extra memory and time from 64 MiB to 4 GiB. Prints one table; asserts nothing.
+/* bench.c: uvmchunk-bench, figures on the simulated CUDA runtime. `overhead` (the default): pass-
+ * through cost (callgrind instructions per below-threshold call), classification queries and
+ * chunked/unchunked throughput, extra memory and time from 64 MiB to 4 GiB; `memory` and
+ * `throughput` are in memory.c. Prints tables; asserts nothing.
  *
  * The driver process re-executes itself once per measurement ("--child MODE ..."), each child in
  * a fresh process with LD_PRELOAD set (or not) by the driver, so peak RSS and first-call costs of
@@ -20,6 +21,7 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
+#include "bench.h"
 #include "procfs.h"
 #include "uvmc_config.h"
 #include "uvmsim.h"
@@ -228,19 +230,21 @@ static int child_main(int argc, char **argv)
         return child_above((size_t)strtoull(argv[1], NULL, 10), atoi(argv[2]));
     if (argc >= 2 && !strcmp(argv[0], "scale"))
         return child_scale((size_t)strtoull(argv[1], NULL, 10));
+    if (argc >= 2 && !strcmp(argv[0], "memory"))
+        return uvmc_bench_child_memory((size_t)strtoull(argv[1], NULL, 10));
+    if (argc >= 2 && !strcmp(argv[0], "throughput"))
+        return uvmc_bench_child_throughput((size_t)strtoull(argv[1], NULL, 10));
     fprintf(stderr, "uvmchunk-bench: unknown child mode\n");
     return 2;
 }
 
 /* ---------------------------------------------------------------- driver */
 
-static const char *self_path;
+const char *uvmc_bench_self;
 static const char *lib_path = UVMC_BENCH_LIB;
 static bool tiny;
 
-/* Runs argv (NULL-terminated) with LD_PRELOAD set to lib (or removed), the given config
- * overrides, and stdout captured into out. Returns the exit status. */
-static int run_child(char *const argv[], const char *lib, char *const extra_env[], char *out, size_t outsz)
+int uvmc_bench_run_child(char *const argv[], const char *lib, char *const extra_env[], char *out, size_t outsz)
 {
     int fd[2];
     if (pipe(fd))
@@ -286,9 +290,9 @@ static long long callgrind_ir(const char *lib, long calls, unsigned long long *q
     char out_opt[96];
     snprintf(out_opt, sizeof out_opt, "--callgrind-out-file=%s", out_file);
     char *argv[] = {"valgrind", "--tool=callgrind", "--toggle-collect=uvmc_bench_loop", out_opt,
-                    "--quiet", (char *)self_path, "--child", "passthrough", calls_s, NULL};
-    char *plain[] = {(char *)self_path, "--child", "passthrough", calls_s, NULL};
-    int rc = run_child(tiny ? plain : argv, lib, NULL, buf, sizeof buf);
+                    "--quiet", (char *)uvmc_bench_self, "--child", "passthrough", calls_s, NULL};
+    char *plain[] = {(char *)uvmc_bench_self, "--child", "passthrough", calls_s, NULL};
+    int rc = uvmc_bench_run_child(tiny ? plain : argv, lib, NULL, buf, sizeof buf);
     if (rc != 0)
         return -1;
     if (sscanf(buf, "passthrough calls=%*d reached=%llu queries=%llu", reached, queries) != 2)
@@ -361,10 +365,10 @@ static int driver(void)
     char size_s[32], reps_s[16];
     snprintf(size_s, sizeof size_s, "%zu", size_b);
     snprintf(reps_s, sizeof reps_s, "%d", tiny ? 1 : 3);
-    char *argv_b[] = {(char *)self_path, "--child", "above", size_s, reps_s, NULL};
+    char *argv_b[] = {(char *)uvmc_bench_self, "--child", "above", size_s, reps_s, NULL};
     unsigned long long queries = 0, blocks = 0;
     double chunked = 0, plain = 0, mc_whole = 0, mc_split = 0;
-    if (run_child(argv_b, lib_path, tiny ? tiny_env : NULL, buf, sizeof buf) == 0 &&
+    if (uvmc_bench_run_child(argv_b, lib_path, tiny ? tiny_env : NULL, buf, sizeof buf) == 0 &&
         sscanf(buf, "above size=%*u queries=%llu blocks=%llu chunked_s=%lf plain_s=%lf memcpy_whole_s=%lf "
                     "memcpy_split_s=%lf",
                &queries, &blocks, &chunked, &plain, &mc_whole, &mc_split) == 6) {
@@ -407,11 +411,11 @@ static int driver(void)
             continue;
         }
         snprintf(size_s, sizeof size_s, "%zu", sz);
-        char *argv_c[] = {(char *)self_path, "--child", "scale", size_s, NULL};
+        char *argv_c[] = {(char *)uvmc_bench_self, "--child", "scale", size_s, NULL};
         long extra = 0;
         double secs = 0;
         unsigned long long nb = 0;
-        if (run_child(argv_c, lib_path, tiny ? tiny_env : NULL, buf, sizeof buf) != 0 ||
+        if (uvmc_bench_run_child(argv_c, lib_path, tiny ? tiny_env : NULL, buf, sizeof buf) != 0 ||
             sscanf(buf, "scale size=%*u blocks=%llu seconds=%lf extra_kib=%ld", &nb, &secs, &extra) != 3) {
             row(metric, "measurement failed", "", "NO");
             bad++;
@@ -435,15 +439,17 @@ static int driver(void)
 
 int main(int argc, char **argv)
 {
-    self_path = argv[0];
-    if (!strchr(self_path, '/')) {
+    uvmc_bench_self = argv[0];
+    if (!strchr(uvmc_bench_self, '/')) {
         static char exe[4096];
         ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
         if (n > 0) {
             exe[n] = 0;
-            self_path = exe;
+            uvmc_bench_self = exe;
         }
     }
+    const char *mode = "overhead";
+    size_t mib = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--child"))
             return child_main(argc - i - 1, argv + i + 1);
@@ -451,11 +457,26 @@ int main(int argc, char **argv)
             tiny = true;
         else if (!strcmp(argv[i], "--lib") && i + 1 < argc)
             lib_path = argv[++i];
+        else if (!strcmp(argv[i], "overhead") || !strcmp(argv[i], "memory") || !strcmp(argv[i], "throughput") ||
+                 !strcmp(argv[i], "all"))
+            mode = argv[i];
+        else if (argv[i][0] >= '1' && argv[i][0] <= '9')
+            mib = strtoull(argv[i], NULL, 10);
         else {
-            fprintf(stderr, "usage: uvmchunk-bench [--tiny] [--lib libuvmchunk.so]\n");
+            fprintf(stderr, "usage: uvmchunk-bench [overhead|memory|throughput|all] [MiB] [--tiny] [--lib libuvmchunk.so]\n"
+                            "  memory: peak RSS without/with the library over the checkpoint sequence (default 2112 MiB table)\n"
+                            "  throughput: host engine vs one unchunked copy (default 1024 MiB)\n");
             return 2;
         }
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
-    return driver();
+    bool all = !strcmp(mode, "all");
+    int rc = 0;
+    if (all || !strcmp(mode, "overhead"))
+        rc |= driver();
+    if (all || !strcmp(mode, "memory"))
+        rc |= uvmc_bench_memory(lib_path, (mib ? mib : 2112) * MIB);
+    if (all || !strcmp(mode, "throughput"))
+        rc |= uvmc_bench_throughput(lib_path, (mib ? mib : 1024) * MIB);
+    return rc;
 }

@@ -1,18 +1,18 @@
-/* membench.c: uvmchunk-membench, the memory and throughput figures of the pinned substitution and
- * the host engine: replays the checkpoint call sequence in child processes with and without
- * libuvmchunk.so preloaded and prints one table per mode. Figures only; nothing is asserted. */
+/* memory.c: `uvmchunk-bench memory` and `uvmchunk-bench throughput`, the figures of the pinned
+ * substitution and the host engine: the checkpoint call sequence replayed in child processes with
+ * and without libuvmchunk.so preloaded, one table per mode. Figures only; nothing is asserted. */
 #include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
+#include "bench.h"
 #include "procfs.h"
 
 #define MIB ((size_t)1 << 20)
@@ -47,7 +47,7 @@ static int reset_peak(void)
     do {                                                                                 \
         cudaError_t e_ = (call);                                                         \
         if (e_ != cudaSuccess) {                                                         \
-            fprintf(stderr, "membench: %s failed: %d\n", #call, (int)e_);                \
+            fprintf(stderr, "uvmchunk-bench: %s failed: %d\n", #call, (int)e_);                \
             exit(1);                                                                     \
         }                                                                                \
     } while (0)
@@ -69,7 +69,7 @@ static uint8_t *make_table(size_t table)
 /* Child, memory mode: ten checkpoint copies with sizes in ratio 1 : 7 : 33 of `table`, each
  * into a fresh pinned destination of the power-of-two size, as PyTorch allocates it. Prints one
  * line per step: size, peak extra KiB, extra KiB after the free. */
-static int child_memory(size_t table)
+int uvmc_bench_child_memory(size_t table)
 {
     uint8_t *t = make_table(table);
     cudaStream_t s;
@@ -81,7 +81,7 @@ static int child_memory(size_t table)
         if (ratio[k] == 33)
             n = table;
         if (reset_peak() != 0) {
-            fprintf(stderr, "membench: cannot reset the peak RSS (/proc/self/clear_refs)\n");
+            fprintf(stderr, "uvmchunk-bench: cannot reset the peak RSS (/proc/self/clear_refs)\n");
             return 1;
         }
         void *dst;
@@ -98,7 +98,7 @@ static int child_memory(size_t table)
 
 /* Child, throughput mode: one copy of n bytes from the table into a pageable destination already
  * faulted in; prints seconds. */
-static int child_throughput(size_t n)
+int uvmc_bench_child_throughput(size_t n)
 {
     uint8_t *t = make_table(n);
     uint8_t *dst = malloc(n);
@@ -116,44 +116,20 @@ static int child_throughput(size_t n)
     return bad;
 }
 
-/* Runs this program as a child with extra environment, returns its stdout (caller frees). */
-static char *run_child(const char *lib, const char *mode, size_t size, const char *const *env)
+/* Runs this program's `--child MODE SIZE` with or without the library and the given config
+ * overrides; returns its stdout (caller frees) or NULL when it failed. */
+static char *run_child(const char *lib, const char *mode, size_t size, char *const *env)
 {
-    int fd[2];
-    if (pipe(fd) != 0)
-        return NULL;
-    pid_t pid = fork();
-    if (pid == 0) {
-        dup2(fd[1], 1);
-        close(fd[0]);
-        close(fd[1]);
-        for (; env && *env; env++)
-            putenv((char *)*env);
-        if (lib)
-            setenv("LD_PRELOAD", lib, 1);
-        else
-            unsetenv("LD_PRELOAD");
-        char arg[32];
-        snprintf(arg, sizeof arg, "%zu", size);
-        execl("/proc/self/exe", "uvmchunk-membench", "--child", mode, arg, (char *)NULL);
-        _exit(127);
-    }
-    close(fd[1]);
-    size_t cap = 1 << 16, len = 0;
+    char arg[32];
+    snprintf(arg, sizeof arg, "%zu", size);
+    char *argv[] = {(char *)uvmc_bench_self, "--child", (char *)mode, arg, NULL};
+    size_t cap = 1 << 16;
     char *out = malloc(cap);
-    ssize_t got;
-    while (out && (got = read(fd[0], out + len, cap - 1 - len)) > 0)
-        len += (size_t)got;
-    close(fd[0]);
-    int st = 0;
-    waitpid(pid, &st, 0);
-    if (!out || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-        fprintf(stderr, "membench: child %s %s failed\n", mode, lib ? "with the library" : "without it");
-        free(out);
-        return NULL;
-    }
-    out[len] = '\0';
-    return out;
+    if (out && uvmc_bench_run_child(argv, lib, env, out, cap) == 0)
+        return out;
+    fprintf(stderr, "uvmchunk-bench: child %s %s failed\n", mode, lib ? "with the library" : "without it");
+    free(out);
+    return NULL;
 }
 
 static int parse_steps(const char *out, size_t n[10], long peak[10], long after[10])
@@ -172,10 +148,9 @@ static int parse_steps(const char *out, size_t n[10], long peak[10], long after[
     return got;
 }
 
-static int memory_mode(const char *lib, size_t table)
+int uvmc_bench_memory(const char *lib, size_t table)
 {
-    static const char *const env[] = {"UVMCHUNK_CONFIG=", NULL};
-    char *without = run_child(NULL, "memory", table, env), *with = run_child(lib, "memory", table, env);
+    char *without = run_child(NULL, "memory", table, NULL), *with = run_child(lib, "memory", table, NULL);
     size_t n[10];
     long pk0[10], af0[10], pk1[10], af1[10];
     if (!without || !with || parse_steps(without, n, pk0, af0) != 10 || parse_steps(with, n, pk1, af1) != 10)
@@ -201,7 +176,7 @@ static int memory_mode(const char *lib, size_t table)
     return 0;
 }
 
-static double child_seconds(const char *lib, size_t n, const char *const *env)
+static double child_seconds(const char *lib, size_t n, char *const *env)
 {
     char *out = run_child(lib, "throughput", n, env);
     double s = -1;
@@ -212,53 +187,19 @@ static double child_seconds(const char *lib, size_t n, const char *const *env)
     return s;
 }
 
-static int throughput_mode(const char *lib, size_t n)
+int uvmc_bench_throughput(const char *lib, size_t n)
 {
-    static const char *const base[] = {"UVMCHUNK_CONFIG=", NULL};
-    double unchunked = child_seconds(NULL, n, base);
+    double unchunked = child_seconds(NULL, n, NULL);
     printf("throughput: %zu MiB managed -> pageable, simulated runtime\n", n / MIB);
     printf("%-34s %10s %9s %7s\n", "path", "seconds", "GB/s", "ratio");
     printf("%-34s %10.4f %9.2f %7s\n", "one unchunked copy (no library)", unchunked, (double)n / unchunked / 1e9, "1.00");
-    static const char *const threads[] = {"UVMCHUNK_COPY_THREADS=1", "UVMCHUNK_COPY_THREADS=2", "UVMCHUNK_COPY_THREADS=4"};
+    static char *const threads[] = {"UVMCHUNK_COPY_THREADS=1", "UVMCHUNK_COPY_THREADS=2", "UVMCHUNK_COPY_THREADS=4"};
     for (int i = 0; i < 3; i++) {
-        const char *env[] = {"UVMCHUNK_CONFIG=", "UVMCHUNK_ENGINE=host", threads[i], NULL};
+        char *const env[] = {"UVMCHUNK_ENGINE=host", threads[i], NULL};
         double s = child_seconds(lib, n, env);
         char label[64];
         snprintf(label, sizeof label, "host engine, %s", threads[i] + strlen("UVMCHUNK_"));
         printf("%-34s %10.4f %9.2f %6.2fx\n", label, s, (double)n / s / 1e9, unchunked / s);
     }
     return unchunked > 0 ? 0 : 1;
-}
-
-int main(int argc, char **argv)
-{
-    if (argc == 4 && !strcmp(argv[1], "--child")) {
-        size_t size = strtoull(argv[3], NULL, 10);
-        return !strcmp(argv[2], "memory") ? child_memory(size) : child_throughput(size);
-    }
-    const char *mode = argc > 1 ? argv[1] : "all";
-    const char *lib = getenv("UVMCHUNK_LIB");
-    char path[4096];
-    if (!lib) {
-        /* libuvmchunk.so next to this program (the build tree's layout). */
-        ssize_t len = readlink("/proc/self/exe", path, sizeof path - 32);
-        if (len <= 0)
-            return 1;
-        path[len] = '\0';
-        strcpy(strrchr(path, '/') + 1, "libuvmchunk.so");
-        lib = path;
-    }
-    size_t mem = (size_t)2048 * MIB + 64 * MIB, thr = (size_t)1024 * MIB;
-    if (argc > 2)
-        mem = thr = strtoull(argv[2], NULL, 10) * MIB;
-    int rc = 0;
-    if (!strcmp(mode, "memory") || !strcmp(mode, "all"))
-        rc |= memory_mode(lib, mem);
-    if (!strcmp(mode, "throughput") || !strcmp(mode, "all"))
-        rc |= throughput_mode(lib, thr);
-    if (rc == 0 && strcmp(mode, "memory") && strcmp(mode, "throughput") && strcmp(mode, "all")) {
-        fprintf(stderr, "usage: uvmchunk-membench [memory|throughput|all] [MiB]\n");
-        return 2;
-    }
-    return rc;
 }
