@@ -1,5 +1,6 @@
 /* resolve.c: finds the real CUDA functions, once and lazily, without ever loading a CUDA library.
- * Runtime names: dlsym(RTLD_NEXT), then dlopen(RTLD_NOLOAD)+dlvsym. Driver: cuGetProcAddress. */
+ * Interposed names: RTLD_NEXT, then by SONAME (RTLD_NOLOAD), then any loaded object's scope;
+ * the driver functions the library calls: cuGetProcAddress at explicit versions. */
 #include <dlfcn.h>
 #include <link.h>
 #include <pthread.h>
