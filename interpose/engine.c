@@ -92,14 +92,18 @@ int uvmc_engine_copy(const struct uvmc_copy *c)
     /* A device-to-host copy into pageable memory is complete when the call returns, even from the
      * asynchronous entry points (BRIEF §7); the copy engine's blocks are each synchronous then,
      * the host engine's host functions are not, so wait for the last one. */
-    if (rc == 0 && (c->sync || (c->host_engine && !c->dst_pinned)))
+    bool waited = c->sync || (c->host_engine && !c->dst_pinned);
+    if (rc == 0 && waited)
         rc = uvmc_wait_copied(c);
 
     unsigned long long ns = uvmc_now_ns() - t0;
     atomic_fetch_add_explicit(&uvmc_stats.split, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&uvmc_stats.split_bytes, c->count, memory_order_relaxed);
     atomic_fetch_add_explicit(&uvmc_stats.blocks, issued, memory_order_relaxed);
-    atomic_fetch_add_explicit(&uvmc_stats.split_ns, ns, memory_order_relaxed);
+    if (c->sync || !c->dst_pinned) { /* returned after the last byte landed: a real duration */
+        atomic_fetch_add_explicit(&uvmc_stats.sync_bytes, c->count, memory_order_relaxed);
+        atomic_fetch_add_explicit(&uvmc_stats.sync_ns, ns, memory_order_relaxed);
+    }
     if (c->host_engine)
         atomic_fetch_add_explicit(&uvmc_stats.host_engine, 1, memory_order_relaxed);
     if (UVMC_LOG_ON(UVMC_LOG_DEBUG))

@@ -114,7 +114,8 @@ struct uvmc_stats {
     atomic_ullong split;        /* copies split into blocks */
     atomic_ullong split_bytes;
     atomic_ullong blocks;
-    atomic_ullong split_ns;     /* time spent inside split calls (queueing only, for async ones) */
+    atomic_ullong sync_bytes;   /* bytes of the split copies that returned after landing */
+    atomic_ullong sync_ns;      /* time inside those calls: their throughput */
     atomic_ullong passed_large; /* at or above threshold but not managed-to-host: passed through */
     atomic_ullong passed_small; /* below threshold (counted only when stats = on) */
     atomic_ullong hint_failures;
