@@ -94,12 +94,7 @@ static const struct uvmc_api uvmc_driver_api = {
  * re-entrancy guard also keeps a copy the runtime path is already splitting from being split
  * again when a runtime underneath calls these names. */
 #define UVMC_DRV_BODY(name, entry_, kind_, sync_, ptd_, dst_, src_, stream_, ...)                       \
-    UVMC_REAL_OR_RETURN(name, CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND);                              \
-    if (UVMC_LIKELY(count < uvmc_hot_threshold) || uvmc_tls_busy) {                                    \
-        if (UVMC_UNLIKELY(uvmc_cfg.stats))                                                             \
-            atomic_fetch_add_explicit(&uvmc_stats.passed_small, 1, memory_order_relaxed);              \
-        return uvmc_real.name(__VA_ARGS__);                                                            \
-    }                                                                                                  \
+    UVMC_PASS_SMALL_COPY(name, CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND, __VA_ARGS__)                 \
     struct uvmc_copy c = {.api = &uvmc_driver_api, .entry = entry_, .sync = sync_, .per_thread = ptd_,  \
                           .dst = (void *)(uintptr_t)(dst_), .src = (const void *)(uintptr_t)(src_),      \
                           .count = count, .kind = kind_, .stream = stream_};                            \

@@ -61,15 +61,9 @@ static const struct uvmc_api uvmc_runtime_api = {
     .out_of_memory = cudaErrorMemoryAllocation,
 };
 
-/* Shared shape of the four copy wrappers: init, resolve, size test, then the large-copy path.
- * A below-threshold call is counted only when stats are on (one predictable branch otherwise). */
+/* The four copy wrappers: the shared hot path, then the large-copy path. */
 #define UVMC_COPY_BODY(name, entry_, sync_, ptd_, stream_, ...)                                        \
-    UVMC_REAL_OR_RETURN(name, cudaErrorSharedObjectSymbolNotFound);                                   \
-    if (UVMC_LIKELY(count < uvmc_hot_threshold) || uvmc_tls_busy) {                                   \
-        if (UVMC_UNLIKELY(uvmc_cfg.stats))                                                            \
-            atomic_fetch_add_explicit(&uvmc_stats.passed_small, 1, memory_order_relaxed);             \
-        return uvmc_real.name(__VA_ARGS__);                                                           \
-    }                                                                                                 \
+    UVMC_PASS_SMALL_COPY(name, cudaErrorSharedObjectSymbolNotFound, __VA_ARGS__)                    \
     struct uvmc_copy c = {.api = &uvmc_runtime_api, .entry = entry_, .sync = sync_, .per_thread = ptd_, \
                           .dst = dst, .src = src, .count = count, .kind = kind, .stream = (CUstream)stream_}; \
     return (cudaError_t)uvmc_large_copy(&c);

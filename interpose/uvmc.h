@@ -100,6 +100,17 @@ void uvmc_report_missing(const char *name);
         return missing;                                                                  \
     }
 
+/* The hot path every copy wrapper shares (runtime.c, driver.c): init and resolve, then one
+ * comparison; below the threshold (or beneath the library's own path) the real call, counted only
+ * when stats = on. The wrapper continues with the large-copy path. */
+#define UVMC_PASS_SMALL_COPY(name, missing, ...)                                              \
+    UVMC_REAL_OR_RETURN(name, missing);                                                       \
+    if (UVMC_LIKELY(count < uvmc_hot_threshold) || uvmc_tls_busy) {                           \
+        if (UVMC_UNLIKELY(uvmc_cfg.stats))                                                    \
+            atomic_fetch_add_explicit(&uvmc_stats.passed_small, 1, memory_order_relaxed);     \
+        return uvmc_real.name(__VA_ARGS__);                                                   \
+    }
+
 /* ---- dlsym.c ---- */
 typedef void *(*uvmc_dlsym_fn)(void *, const char *);
 /* glibc's dlsym: every lookup of the library's own goes through it, never through ours. */
