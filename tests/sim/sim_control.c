@@ -44,6 +44,11 @@ void uvmsim_reset(void) {
     sim_bytes = sim_copies = 0;
     sim_pf_len = 0;
     sim_pinned_peak = sim_pinned;
+    sim_hostfns = sim_max_outstanding = 0;
+    atomic_store(&sim_mig_to_host, 0);
+    atomic_store(&sim_mig_to_device, 0);
+    atomic_store(&sim_cma_violations, 0);
+    atomic_store(&sim_sticky, 0);
     pthread_mutex_unlock(&sim_mu);
 }
 

@@ -27,7 +27,7 @@ static CUresult do_copy(void *dst, const void *src, size_t n, CUstream h, int pt
         return CUDA_ERROR_INVALID_VALUE;
     }
     int dev_s = ms == M_DEVICE || ms == M_MANAGED, dev_d = md == M_DEVICE || md == M_MANAGED;
-    int host_sync = sync_call || md == M_PAGEABLE || (!dev_s && !dev_d);
+    int host_sync = sync_call || (md == M_PAGEABLE && !(dev_s && sim_sw.pageable_d2h_async)) || (!dev_s && !dev_d);
     int pageable = ms == M_PAGEABLE || md == M_PAGEABLE;
     if (pageable && s->cap_status == CAP_ACTIVE) {
         sim_invalidate_capture_locked(s->cap_id);
@@ -82,7 +82,7 @@ static CUresult do_copy2d(const CUDA_MEMCPY2D *c, CUstream h, int ptds, int sync
         return CUDA_ERROR_INVALID_VALUE;
     }
     int dev_s = ms == M_DEVICE || ms == M_MANAGED, dev_d = md == M_DEVICE || md == M_MANAGED;
-    int host_sync = sync_call || md == M_PAGEABLE || (!dev_s && !dev_d);
+    int host_sync = sync_call || (md == M_PAGEABLE && !(dev_s && sim_sw.pageable_d2h_async)) || (!dev_s && !dev_d);
     if ((ms == M_PAGEABLE || md == M_PAGEABLE) && s->cap_status == CAP_ACTIVE) {
         sim_invalidate_capture_locked(s->cap_id);
         pthread_mutex_unlock(&sim_mu);
@@ -192,6 +192,8 @@ static CUresult do_prefetch(CUdeviceptr p, size_t n, CUmemLocation loc, unsigned
     CUresult r = check_loc(loc, 1);
     if (r) return r;
     if (flags) return CUDA_ERROR_INVALID_VALUE;
+    /* Without concurrent managed access there is no prefetch to a device (BRIEF §8). */
+    if (!sim_sw.cma && loc.type == CU_MEM_LOCATION_TYPE_DEVICE) return CUDA_ERROR_INVALID_DEVICE;
     pthread_mutex_lock(&sim_mu);
     struct stream *s;
     struct alloc *a;

@@ -119,6 +119,7 @@ static void fork_child(void) {
 }
 
 __attribute__((constructor)) static void sim_driver_init(void) {
+    sim_switches_load();
     pthread_key_create(&sim_ptds_key, sim_ptds_thread_exit);
     pthread_atfork(fork_prepare, fork_parent, fork_child);
 }

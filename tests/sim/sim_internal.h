@@ -32,6 +32,7 @@ enum akind { A_DEVICE = 1, A_MANAGED, A_HOST, A_REGISTERED };
 struct page_advice { unsigned char pref_type, read_mostly, accessed_by, last_pf_type; int pref_id, last_pf_id; };
 struct alloc {
     uintptr_t base;
+    int global;         /* managed: attached globally (CU_MEM_ATTACH_GLOBAL) */
     size_t size;
     void *map;          /* mmap start (NULL for registered memory) */
     size_t maplen;
@@ -39,6 +40,7 @@ struct alloc {
     unsigned long long id;
     struct page_advice *adv; /* managed only: one per 2 MiB page from base (base is 2 MiB aligned) */
     size_t npages;
+    struct block_state *res; /* managed only: residency and protection per 2 MiB page (sim_residency.c) */
 };
 
 /* Memory class of a pointer as the copy engine sees it. */
@@ -67,6 +69,9 @@ struct op {
     void *ud;
     struct event *ev;
     struct uvmsim_prefetch pf;
+    int device_work;   /* counted in sim_device_busy while queued or running */
+    struct op *hf_next; /* single host-function thread's queue (UVMSIM_HOSTFN_THREADS=1) */
+    int hf_done;
 };
 
 struct stream {
@@ -105,6 +110,43 @@ struct event {
 #define EVENT_MAGIC 0x45564e54
 
 #pragma GCC visibility push(hidden)
+
+/* ------------------------------------------------------------------ switches (sim_profile.c) */
+
+/* One per driver behaviour whose real reading is unknown or documented as "may"; README.md names the
+ * source of each strict value. Read once from the environment when the driver loads. */
+struct sim_switches {
+    int managed_range_exact; /* UVMSIM_MANAGED_RANGE=exact: range attributes answer for managed memory */
+    unsigned stream_capacity; /* UVMSIM_STREAM_CAPACITY: ops queued or running per stream; 0 = unbounded */
+    int hostfn_per_stream;   /* UVMSIM_HOSTFN_THREADS=per-stream (else one thread for the context) */
+    int cma;                 /* UVMSIM_CMA: concurrent managed access */
+    int residency;           /* UVMSIM_RESIDENCY: managed 2 MiB blocks live on the host or the device */
+    int pageable_d2h_async;  /* UVMSIM_PAGEABLE_D2H=async: such copies may return before they land */
+    int report;              /* UVMSIM_REPORT=1: one line of counters at exit */
+};
+extern struct sim_switches sim_sw;
+void sim_switches_load(void);
+
+/* Counters for the report and uvmsim_stat (under sim_mu, except the atomics the fault handler bumps). */
+extern unsigned long long sim_hostfns, sim_max_outstanding;
+extern atomic_ullong sim_mig_to_host, sim_mig_to_device, sim_cma_violations;
+/* A sticky context error (CUDA_ERROR_ILLEGAL_ADDRESS after a bad device access): every later call that
+ * needs the context fails with it, host functions no longer run. uvmsim_reset clears it. */
+extern atomic_int sim_sticky;
+
+/* ------------------------------------------------------------------ residency (sim_residency.c) */
+
+struct block_state { unsigned char on_device, protected_, excused; unsigned busy; };
+/* Sets up residency for a new managed allocation (every block on the host); -1 when out of memory. */
+int sim_res_new(struct alloc *a);
+/* Around one op run by a worker: device-side access (moves blocks, counts migrations) and lifting
+ * protection while the simulated device touches the bytes. */
+void sim_res_op_begin_locked(struct op *o);
+void sim_res_op_end_locked(struct op *o);
+/* A prefetch that ran: moves its blocks. */
+void sim_res_prefetch_locked(struct alloc *a, uintptr_t p, size_t n, int to_device);
+/* Device work queued or running anywhere changed (CMA = 0 protects managed memory meanwhile). */
+void sim_device_work_locked(int delta);
 
 /* ------------------------------------------------------------------ shared state (sim_core.c) */
 
@@ -172,6 +214,11 @@ CUresult sim_unsafe_guard(void);
         }                                                                                              \
     } while (0)
 
-#define NEED_CTX() do { if (!sim_tl_ctx) return CUDA_ERROR_INVALID_CONTEXT; } while (0)
+#define NEED_CTX()                                                                                     \
+    do {                                                                                               \
+        if (!sim_tl_ctx) return CUDA_ERROR_INVALID_CONTEXT;                                            \
+        int st_ = atomic_load(&sim_sticky);                                                            \
+        if (st_) return (CUresult)st_;                                                                 \
+    } while (0)
 
 #endif

@@ -55,7 +55,7 @@ static void *map_bytes(size_t len) {
     return p == MAP_FAILED ? NULL : p;
 }
 
-static CUresult alloc_common(void **out, size_t size, int kind) {
+static CUresult alloc_common(void **out, size_t size, int kind, int global) {
     NEED_CTX();
     if (!out || size == 0) return CUDA_ERROR_INVALID_VALUE;
     CUresult g = sim_unsafe_guard();
@@ -76,8 +76,9 @@ static CUresult alloc_common(void **out, size_t size, int kind) {
         a.base = b;
         if (kind == A_MANAGED) {
             a.npages = (size + MIB2 - 1) / MIB2;
+            a.global = global;
             a.adv = calloc(a.npages, sizeof *a.adv);
-            if (!a.adv) { munmap(m, mlen); return CUDA_ERROR_OUT_OF_MEMORY; }
+            if (!a.adv || sim_res_new(&a)) { free(a.adv); munmap(m, mlen); return CUDA_ERROR_OUT_OF_MEMORY; }
         }
     } else {
         char *m = map_bytes(len);
@@ -92,6 +93,7 @@ static CUresult alloc_common(void **out, size_t size, int kind) {
         pthread_mutex_unlock(&sim_mu);
         munmap(a.map, a.maplen);
         free(a.adv);
+        free(a.res);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     if (kind == A_HOST) pinned_add_locked((long long)size);
@@ -122,23 +124,24 @@ static CUresult free_common(uintptr_t p, int want_host) {
     pthread_mutex_unlock(&sim_mu);
     munmap(a.map, a.maplen);
     free(a.adv);
+    free(a.res);
     return CUDA_SUCCESS;
 }
 
-CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr *dptr, size_t n) { ENTER("cuMemAlloc_v2"); return alloc_common((void **)dptr, n, A_DEVICE); }
+CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr *dptr, size_t n) { ENTER("cuMemAlloc_v2"); return alloc_common((void **)dptr, n, A_DEVICE, 0); }
 CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr *dptr, size_t n, unsigned int flags) {
     ENTER("cuMemAllocManaged");
     if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST) return CUDA_ERROR_INVALID_VALUE;
-    return alloc_common((void **)dptr, n, A_MANAGED);
+    return alloc_common((void **)dptr, n, A_MANAGED, flags == CU_MEM_ATTACH_GLOBAL);
 }
 CUresult CUDAAPI cuMemFree_v2(CUdeviceptr p) { ENTER("cuMemFree_v2"); return free_common(p, 0); }
 CUresult CUDAAPI cuMemHostAlloc(void **pp, size_t n, unsigned int flags) {
     ENTER("cuMemHostAlloc");
     if (flags & ~(unsigned)(CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_WRITECOMBINED))
         return CUDA_ERROR_INVALID_VALUE;
-    return alloc_common(pp, n, A_HOST);
+    return alloc_common(pp, n, A_HOST, 0);
 }
-CUresult CUDAAPI cuMemAllocHost_v2(void **pp, size_t n) { ENTER("cuMemAllocHost_v2"); return alloc_common(pp, n, A_HOST); }
+CUresult CUDAAPI cuMemAllocHost_v2(void **pp, size_t n) { ENTER("cuMemAllocHost_v2"); return alloc_common(pp, n, A_HOST, 0); }
 CUresult CUDAAPI cuMemFreeHost(void *p) { ENTER("cuMemFreeHost"); return free_common((uintptr_t)p, 1); }
 
 static CUresult host_register(void *p, size_t n, unsigned flags) {
@@ -188,7 +191,9 @@ CUresult CUDAAPI cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUde
     pthread_mutex_lock(&sim_mu);
     struct alloc *a = sim_find_alloc_locked(p);
     CUresult r = CUDA_ERROR_NOT_FOUND;
-    if (a && a->kind != A_REGISTERED) {
+    /* Documented for cuMemAddressReserve ranges; reported not to handle managed memory (BRIEF §8). */
+    if (a && a->kind == A_MANAGED && !sim_sw.managed_range_exact) r = CUDA_ERROR_INVALID_VALUE;
+    else if (a && a->kind != A_REGISTERED) {
         if (pbase) *pbase = a->base;
         if (psize) *psize = a->size;
         r = CUDA_SUCCESS;
@@ -226,8 +231,13 @@ static CUresult ptr_attr_locked(void *data, CUpointer_attribute at, uintptr_t p,
     case CU_POINTER_ATTRIBUTE_BUFFER_ID: *(unsigned long long *)data = a ? a->id : 0; break;
     case CU_POINTER_ATTRIBUTE_IS_MANAGED: *(unsigned int *)data = a && a->kind == A_MANAGED; break;
     case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: *(int *)data = a ? 0 : -2; break;
-    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: *(CUdeviceptr *)data = a ? a->base : 0; break;
-    case CU_POINTER_ATTRIBUTE_RANGE_SIZE: *(size_t *)data = a ? a->size : 0; break;
+    /* UVMSIM_MANAGED_RANGE=none: managed memory answers 0 (BRIEF §8) */
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+        *(CUdeviceptr *)data = a && (a->kind != A_MANAGED || sim_sw.managed_range_exact) ? a->base : 0;
+        break;
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+        *(size_t *)data = a && (a->kind != A_MANAGED || sim_sw.managed_range_exact) ? a->size : 0;
+        break;
     case CU_POINTER_ATTRIBUTE_MAPPED: *(unsigned char *)data = a != NULL; break;
     case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE: *(void **)data = NULL; break;
     default: return CUDA_ERROR_INVALID_VALUE;

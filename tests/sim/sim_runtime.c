@@ -277,7 +277,9 @@ static cudaError_t get_props(struct cudaDeviceProp *p, int d) {
     d_cuDeviceTotalMem(&tot, 0);
     p->totalGlobalMem = tot;
     p->managedMemory = 1;
-    p->concurrentManagedAccess = 1;
+    int cma = 1;
+    d_cuDeviceGetAttribute(&cma, CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS, 0);
+    p->concurrentManagedAccess = cma;
     p->unifiedAddressing = 1;
     p->pageableMemoryAccess = 0;
     p->canMapHostMemory = 1;

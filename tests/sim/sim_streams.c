@@ -63,6 +63,8 @@ static void complete_op_locked(struct stream *s, struct op *o) {
         }
         if (sim_pf_len < sim_pf_cap) sim_pf_log[sim_pf_len++] = o->pf;
         struct alloc *a = sim_find_alloc_locked((uintptr_t)o->pf.ptr);
+        if (a && a->res && o->pf.count)
+            sim_res_prefetch_locked(a, (uintptr_t)o->pf.ptr, o->pf.count, o->pf.loc_type == UVMSIM_LOC_DEVICE);
         if (a && a->adv && o->pf.count) {
             size_t p0 = ((uintptr_t)o->pf.ptr - a->base) / MIB2;
             size_t p1 = ((uintptr_t)o->pf.ptr + o->pf.count - 1 - a->base) / MIB2;
@@ -75,10 +77,54 @@ static void complete_op_locked(struct stream *s, struct op *o) {
     }
     default: break;
     }
+    if (o->device_work) sim_device_work_locked(-1);
     s->done_seq = o->seq;
     free(o->staging);
     free(o->deps);
     free(o);
+}
+
+/* UVMSIM_HOSTFN_THREADS=1: one thread runs every host function of the context, one at a time, in
+ * the order they become ready, so a slow one delays every other stream's (BRIEF §8). */
+static struct op *g_hf_head, *g_hf_tail;
+static int g_hf_started;
+
+static void *hostfn_main(void *arg) {
+    (void)arg;
+    pthread_mutex_lock(&sim_mu);
+    for (;;) {
+        while (!g_hf_head) pthread_cond_wait(&sim_cv, &sim_mu);
+        struct op *o = g_hf_head;
+        g_hf_head = o->hf_next;
+        if (!g_hf_head) g_hf_tail = NULL;
+        pthread_mutex_unlock(&sim_mu);
+        if (!atomic_load(&sim_sticky)) o->fn(o->ud); /* never called after a context error */
+        pthread_mutex_lock(&sim_mu);
+        o->hf_done = 1;
+        pthread_cond_broadcast(&sim_cv);
+    }
+    return NULL;
+}
+
+/* Runs a host function on the context's one host-function thread and waits for it; 0 when that
+ * thread cannot be had (the caller then runs it itself). */
+static int hostfn_shared_locked(struct op *o) {
+    if (!g_hf_started) {
+        pthread_attr_t at;
+        pthread_t th;
+        pthread_attr_init(&at);
+        pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+        g_hf_started = pthread_create(&th, &at, hostfn_main, NULL) == 0;
+        pthread_attr_destroy(&at);
+        if (!g_hf_started) return 0;
+    }
+    o->hf_next = NULL;
+    if (g_hf_tail) g_hf_tail->hf_next = o;
+    else g_hf_head = o;
+    g_hf_tail = o;
+    pthread_cond_broadcast(&sim_cv);
+    while (!o->hf_done) pthread_cond_wait(&sim_cv, &sim_mu);
+    return 1;
 }
 
 static void *worker_main(void *arg) {
@@ -89,11 +135,20 @@ static void *worker_main(void *arg) {
             pthread_cond_wait(&sim_cv, &sim_mu);
         if (!s->head) break; /* destroyed and drained */
         struct op *o = s->head;
+        if (o->kind == OP_HOSTFN && !sim_sw.hostfn_per_stream && hostfn_shared_locked(o)) {
+            s->head = o->next;
+            if (!s->head) s->tail = NULL;
+            complete_op_locked(s, o);
+            pthread_cond_broadcast(&sim_cv);
+            continue;
+        }
+        sim_res_op_begin_locked(o);
         pthread_mutex_unlock(&sim_mu);
         unsigned d = atomic_load(&sim_op_delay_us);
         if (d) usleep(d);
-        run_op(o);
+        if (o->kind != OP_HOSTFN || !atomic_load(&sim_sticky)) run_op(o);
         pthread_mutex_lock(&sim_mu);
+        sim_res_op_end_locked(o);
         s->head = o->next;
         if (!s->head) s->tail = NULL;
         complete_op_locked(s, o);
@@ -225,7 +280,14 @@ CUresult sim_submit_locked(struct stream *s, struct op *o, int host_sync, struct
         op_free(o);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
+    /* UVMSIM_STREAM_CAPACITY: a full queue blocks the caller until an op completes (BRIEF §8). */
+    while (sim_sw.stream_capacity && s->enq_seq - s->done_seq >= sim_sw.stream_capacity)
+        pthread_cond_wait(&sim_cv, &sim_mu);
     o->seq = ++s->enq_seq;
+    if (s->enq_seq - s->done_seq > sim_max_outstanding) sim_max_outstanding = s->enq_seq - s->done_seq;
+    if (o->kind == OP_HOSTFN) sim_hostfns++;
+    o->device_work = o->kind == OP_COPY || o->kind == OP_COPY2D || o->kind == OP_MEMSET || o->kind == OP_PREFETCH;
+    if (o->device_work) sim_device_work_locked(1);
     if (o->kind == OP_EVENT) {
         o->ev->rec_stream = s;
         o->ev->rec_seq = o->seq;

@@ -55,6 +55,22 @@ int uvmsim_advice(const void *ptr, int advice);
  * reads a destination before synchronizing sees stale bytes. */
 void uvmsim_set_op_delay_us(unsigned us);
 
+/* Fidelity counters by name (README.md, "Behaviour switches"): "host_functions" (enqueued),
+ * "max_outstanding" (most ops queued or running on one stream), "migrations_to_host",
+ * "migrations_to_device" (2 MiB blocks moved), "cma_violations" (CPU touches of managed memory while
+ * device work ran, with UVMSIM_CMA=0), "pinned_peak_bytes", "bytes_copied", "sticky_error". Reset by
+ * uvmsim_reset (which also clears a sticky error). Unknown names read 0. */
+unsigned long long uvmsim_stat(const char *key);
+
+/* Where the 2 MiB block holding ptr lives: UVMSIM_LOC_HOST or UVMSIM_LOC_DEVICE; -1 when not managed. */
+int uvmsim_residency(const void *ptr);
+
+/* What a kernel that dereferences [ptr, ptr+n) would do: 0 (CUDA_SUCCESS) for device, managed, pinned
+ * and registered memory (a managed block without an accessed-by mapping moves to the device); for
+ * pageable memory CUDA_ERROR_ILLEGAL_ADDRESS, which stays: every later call that needs the context
+ * fails with it and host functions no longer run, until uvmsim_reset. */
+int uvmsim_device_access(const void *ptr, size_t n);
+
 #ifdef __cplusplus
 }
 #endif
