@@ -1,5 +1,5 @@
-/* classify.c: decides whether one copy at or above the threshold is split: device-to-host (or
- * default) kind, stream not capturing, source inside one managed allocation, host destination. */
+/* classify.c: decides whether one copy at or above the threshold is split (device-to-host or default
+ * kind, stream not capturing, source inside one managed allocation, host destination) and how. */
 #include <stdint.h>
 
 #include "uvmc.h"
@@ -13,20 +13,30 @@ static CUstream uvmc_explicit_stream(const struct uvmc_copy *c)
     return c->per_thread ? CU_STREAM_PER_THREAD : CU_STREAM_LEGACY;
 }
 
-/* [src, src+count) lies in one managed allocation. One driver query gives all three attributes. */
+/* [src, src+count) lies in one managed allocation. Range attributes are documented for reserved
+ * address ranges and reported not to answer for managed memory (BRIEF §8): they are a shortcut when
+ * non-zero; otherwise the first and the last byte must both be managed and carry the same buffer
+ * id ("unique per allocation"). */
 static bool uvmc_source_managed(const struct uvmc_copy *c)
 {
     unsigned int is_managed = 0; /* an unsigned int, never a bool (BRIEF §2) */
+    unsigned long long id = 0, last_id = 0;
     CUdeviceptr start = 0;
     size_t size = 0;
-    CUpointer_attribute attrs[] = {CU_POINTER_ATTRIBUTE_IS_MANAGED, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
-                                   CU_POINTER_ATTRIBUTE_RANGE_SIZE};
-    void *data[] = {&is_managed, &start, &size};
+    CUpointer_attribute attrs[] = {CU_POINTER_ATTRIBUTE_IS_MANAGED, CU_POINTER_ATTRIBUTE_BUFFER_ID,
+                                   CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, CU_POINTER_ATTRIBUTE_RANGE_SIZE};
+    void *data[] = {&is_managed, &id, &start, &size};
     CUdeviceptr src = (CUdeviceptr)(uintptr_t)c->src;
-    if (uvmc_drv.cuPointerGetAttributes(3, attrs, data, src) != CUDA_SUCCESS || !is_managed)
+    if (uvmc_drv.cuPointerGetAttributes(4, attrs, data, src) != CUDA_SUCCESS || !is_managed)
         return false;
-    /* src >= start holds for a pointer inside the range; written to avoid overflow. */
-    return src >= start && src - start <= size && c->count <= size - (src - start);
+    if (size != 0) /* src >= start holds for a pointer inside the range; written to avoid overflow */
+        return src >= start && src - start <= size && c->count <= size - (src - start);
+    if (src + c->count - 1 < src) /* wraps around the address space */
+        return false;
+    is_managed = 0;
+    void *last[] = {&is_managed, &last_id};
+    return uvmc_drv.cuPointerGetAttributes(2, attrs, last, src + c->count - 1) == CUDA_SUCCESS && is_managed &&
+           id != 0 && last_id == id;
 }
 
 /* Pinned or pageable host memory; not device, not managed. Sets c->dst_pinned. */
@@ -58,13 +68,62 @@ static bool uvmc_source_prefers_cpu(const struct uvmc_copy *c)
            where == CU_DEVICE_CPU;
 }
 
-/* engine = auto: host memcpy when the destination is pageable (the copy engine would stage it
- * through the driver) or the source lives on the host by preference (no PCIe crossing at all). */
-static bool uvmc_use_host_engine(const struct uvmc_copy *c)
+/* The CPU may read managed memory while the GPU works only with concurrent managed access
+ * (bare-metal Linux, Pascal or newer; not WSL2 or some virtual machines: BRIEF §8). Asked once per
+ * device; a failed query reads as "no". */
+static bool uvmc_concurrent_managed_access(CUdevice dev)
 {
-    if (uvmc_cfg.engine == UVMC_ENGINE_COPY || !c->api->ready(true))
+    enum { max_devices = 64 };
+    static atomic_int known[max_devices]; /* per device ordinal: 0 unknown, 1 no, 2 yes */
+    if (dev < 0 || dev >= max_devices)
         return false;
-    return uvmc_cfg.engine == UVMC_ENGINE_HOST || !c->dst_pinned || uvmc_source_prefers_cpu(c);
+    int k = atomic_load_explicit(&known[dev], memory_order_relaxed);
+    if (!k) {
+        int v = 0;
+        k = uvmc_drv.cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS, dev) == CUDA_SUCCESS &&
+                    v == 1
+                ? 2
+                : 1;
+        atomic_store_explicit(&known[dev], k, memory_order_relaxed);
+    }
+    return k == 2;
+}
+
+/* The host engine waits for the caller's stream before it reads: legal for a call that returns
+ * after landing anyway (synchronous, or into pageable memory), and for an asynchronous one only
+ * when nothing is queued ahead of it (else the stream might wait for something the caller does
+ * after the call returns). The legacy stream is never queried: that is a potentially unsafe call
+ * while another thread captures (BRIEF §7). */
+static bool uvmc_may_wait(const struct uvmc_copy *c)
+{
+    if (c->sync || !c->dst_pinned)
+        return true;
+    return c->hstream != CU_STREAM_LEGACY && uvmc_drv.cuStreamQuery(c->hstream) == CUDA_SUCCESS;
+}
+
+static const char *const uvmc_mode_names[] = {"queue", "direct", "staged", "host"};
+
+/* engine = auto: host memcpy when the source prefers the CPU (no PCIe crossing at all, BRIEF §4)
+ * and the CPU may read managed memory while kernels run; engine = host without the preference.
+ * Otherwise the copy engine: queued when asynchronous into pinned memory, through the staging ring
+ * into pageable memory, else waited for group by group. */
+static void uvmc_pick_mode(struct uvmc_copy *c)
+{
+    c->prefers_host = uvmc_source_prefers_cpu(c);
+    bool host = uvmc_cfg.engine != UVMC_ENGINE_COPY && (c->prefers_host || uvmc_cfg.engine == UVMC_ENGINE_HOST) &&
+                uvmc_concurrent_managed_access(c->device) && uvmc_may_wait(c);
+    if (host)
+        c->mode = UVMC_MODE_HOST;
+    else if (!c->dst_pinned)
+        c->mode = UVMC_MODE_STAGED;
+    else
+        c->mode = c->sync ? UVMC_MODE_DIRECT : UVMC_MODE_QUEUE;
+    if (UVMC_LOG_ON(UVMC_LOG_DEBUG))
+        uvmc_log(UVMC_LOG_DEBUG, "%zu-byte copy: %s mode (engine %s, source %s the CPU, %s destination)", c->count,
+                 uvmc_mode_names[c->mode], uvmc_cfg.engine == UVMC_ENGINE_AUTO   ? "auto"
+                                           : uvmc_cfg.engine == UVMC_ENGINE_HOST ? "host"
+                                                                                 : "copy",
+                 c->prefers_host ? "prefers" : "does not prefer", c->dst_pinned ? "pinned" : "pageable");
 }
 
 bool uvmc_thread_context(bool runtime)
@@ -84,7 +143,7 @@ bool uvmc_classify(struct uvmc_copy *c)
 {
     if (c->kind != cudaMemcpyDeviceToHost && c->kind != cudaMemcpyDefault)
         return false;
-    if (!c->dst || !c->src || !uvmc_thread_context(c->api->runtime) || !c->api->ready(false))
+    if (!c->dst || !c->src || !uvmc_thread_context(c->api->runtime) || !c->api->ready())
         return false;
     c->hstream = uvmc_explicit_stream(c);
     /* A capturing stream must see exactly the caller's call: anything we add could invalidate it
@@ -97,6 +156,6 @@ bool uvmc_classify(struct uvmc_copy *c)
         return false;
     if (uvmc_drv.cuCtxGetDevice(&c->device) != CUDA_SUCCESS)
         c->device = 0;
-    c->host_engine = uvmc_use_host_engine(c);
+    uvmc_pick_mode(c);
     return true;
 }

@@ -20,11 +20,10 @@ enum uvmc_driver_entry {
 
 #define P(x) ((CUdeviceptr)(uintptr_t)(x))
 
-static bool uvmc_drv_ready(bool host)
+static bool uvmc_drv_ready(void)
 {
     return uvmc_real.cuMemcpyDtoHAsync_v2 && uvmc_real.cuMemcpyDtoHAsync_v2_ptsz && uvmc_real.cuMemcpyAsync &&
-           uvmc_real.cuMemcpyAsync_ptsz && uvmc_drv.cuEventSynchronize && uvmc_drv.cuStreamSynchronize &&
-           (!host || uvmc_drv.cuLaunchHostFunc);
+           uvmc_real.cuMemcpyAsync_ptsz && uvmc_drv.cuEventSynchronize && uvmc_drv.cuStreamSynchronize;
 }
 
 /* Blocks use the current asynchronous ABI of the caller's family (a legacy 32-bit entry's blocks
@@ -35,11 +34,6 @@ static int uvmc_drv_block(const struct uvmc_copy *c, void *dst, const void *src,
         return (c->per_thread ? uvmc_real.cuMemcpyDtoHAsync_v2_ptsz : uvmc_real.cuMemcpyDtoHAsync_v2)(dst, P(src), len,
                                                                                                    c->stream);
     return (c->per_thread ? uvmc_real.cuMemcpyAsync_ptsz : uvmc_real.cuMemcpyAsync)(P(dst), P(src), len, c->stream);
-}
-
-static int uvmc_drv_host_fn(const struct uvmc_copy *c, struct uvmc_host_job *job)
-{
-    return uvmc_drv.cuLaunchHostFunc(c->hstream, uvmc_host_copy_fn, job);
 }
 
 static int uvmc_drv_event_sync(CUevent ev)
@@ -83,11 +77,9 @@ static const struct uvmc_api uvmc_driver_api = {
     .runtime = false,
     .ready = uvmc_drv_ready,
     .block = uvmc_drv_block,
-    .host_fn = uvmc_drv_host_fn,
     .event_sync = uvmc_drv_event_sync,
     .stream_sync = uvmc_drv_stream_sync,
     .passthrough = uvmc_drv_passthrough,
-    .out_of_memory = CUDA_ERROR_OUT_OF_MEMORY,
 };
 
 /* Same shape as the runtime's: one comparison below the threshold, then classify → engine. The

@@ -1,19 +1,31 @@
-/* engine.c: runs one classified copy as consecutive blocks of chunk_size bytes on the caller's
- * stream (host memcpy or copy engine), with at most `depth` blocks prefetched ahead in stream order. */
+/* engine.c: runs one classified copy as blocks on the caller's stream, never with more than
+ * depth + 1 of its own operations queued there (BRIEF §8: real queues are bounded), and never
+ * through a host function. */
 #include <stdint.h>
 #include <stdlib.h>
 
 #include "uvmc.h"
 
-/* A stream-ordered prefetch of block j: to the host for the host engine (its memcpy then faults
- * on nothing), else as configured. A hint: its failure is counted, never returned. */
-static void uvmc_prefetch_block(const struct uvmc_copy *c, size_t j, size_t nblocks)
+/* An asynchronous copy into pinned memory returns without waiting, so it cannot bound its queue by
+ * waiting: it is cut into at most 4 x depth blocks, and never more than this many (with a prefetch
+ * each, 48 operations), below the ~57 outstanding operations after which a real enqueue was
+ * reported to block (BRIEF §8). Larger copies get larger blocks. */
+#define UVMC_QUEUE_BLOCKS_MAX 24u
+
+/* Where block j is prefetched, if anywhere. Only a source that prefers the host is ever prefetched
+ * there (a GPU-resident one would migrate and fault back at the next kernel, BRIEF §8). */
+static enum uvmc_prefetch uvmc_prefetch_of(const struct uvmc_copy *c)
 {
-    enum uvmc_prefetch where = c->host_engine ? UVMC_PREFETCH_HOST : uvmc_cfg.prefetch;
-    if (where == UVMC_PREFETCH_NONE || j >= nblocks || !uvmc_drv.cuMemPrefetchAsync)
+    if (c->mode == UVMC_MODE_HOST || uvmc_cfg.prefetch == UVMC_PREFETCH_HOST)
+        return c->prefers_host ? UVMC_PREFETCH_HOST : UVMC_PREFETCH_NONE;
+    return uvmc_cfg.prefetch;
+}
+
+/* A stream-ordered prefetch: a hint, its failure counted, never returned. */
+static void uvmc_prefetch(const struct uvmc_copy *c, enum uvmc_prefetch where, size_t off, size_t len)
+{
+    if (where == UVMC_PREFETCH_NONE || !uvmc_drv.cuMemPrefetchAsync)
         return;
-    size_t off = j * uvmc_cfg.chunk_size;
-    size_t len = c->count - off < uvmc_cfg.chunk_size ? c->count - off : uvmc_cfg.chunk_size;
     CUmemLocation loc = {.type = CU_MEM_LOCATION_TYPE_HOST, .id = 0};
     if (where == UVMC_PREFETCH_DEVICE) {
         loc.type = CU_MEM_LOCATION_TYPE_DEVICE;
@@ -27,91 +39,178 @@ static void uvmc_prefetch_block(const struct uvmc_copy *c, size_t j, size_t nblo
     }
 }
 
-/* Queues block [off, off+len): a host function for the host engine (a failure to enqueue it is
- * reported like a failed copy), else a real copy on the caller's stream. */
-static int uvmc_issue_block(const struct uvmc_copy *c, size_t off, size_t len)
+/* The blocks of one copy and the plan that bounds its queue. */
+struct uvmc_plan {
+    size_t chunk;       /* bytes per block */
+    size_t nblocks;
+    enum uvmc_prefetch where;
+    size_t group;       /* blocks per group: one event after each group */
+    unsigned inflight;  /* groups queued at once (2 overlaps the host's part with the device's) */
+    char *ring;         /* staging ring (staged mode) */
+};
+
+static size_t uvmc_block_len(const struct uvmc_copy *c, const struct uvmc_plan *p, size_t i)
 {
-    void *dst = (char *)c->dst + off;
-    const void *src = (const char *)c->src + off;
-    if (!c->host_engine)
-        return c->api->block(c, dst, src, len);
-    struct uvmc_host_job *job = uvmc_host_job_new(dst, src, len);
-    if (!job)
-        return c->api->out_of_memory;
-    int rc = c->api->host_fn(c, job);
-    if (rc != 0)
-        free(job); /* never queued, so never run */
+    size_t off = i * p->chunk;
+    return c->count - off < p->chunk ? c->count - off : p->chunk;
+}
+
+/* Groups of g blocks, each followed by one event, with k groups queued: k * (g * ops + 1) <= depth + 1
+ * operations. Two groups when the budget allows one block each, else one. */
+static void uvmc_plan_groups(struct uvmc_plan *p, unsigned ops_per_block)
+{
+    size_t budget = (size_t)uvmc_cfg.depth + 1;
+    if (ops_per_block == 0) { /* nothing per block: one wait for the work ahead, then the host copies */
+        p->group = p->nblocks;
+        p->inflight = 1;
+    } else if (budget >= 2 * ((size_t)ops_per_block + 1)) {
+        p->group = (budget - 2) / (2 * ops_per_block);
+        p->inflight = 2;
+    } else {
+        p->group = (budget - 1) / ops_per_block ? (budget - 1) / ops_per_block : 1;
+        p->inflight = 1;
+    }
+}
+
+/* Queues block i: its prefetch, then (copy engine) its copy into the destination or a ring slot. */
+static int uvmc_issue_block(const struct uvmc_copy *c, const struct uvmc_plan *p, size_t i)
+{
+    size_t off = i * p->chunk, len = uvmc_block_len(c, p, i);
+    uvmc_prefetch(c, p->where, off, len);
+    if (c->mode == UVMC_MODE_HOST)
+        return 0;
+    void *dst = c->mode == UVMC_MODE_STAGED ? p->ring + (i % uvmc_cfg.depth) * p->chunk : (char *)c->dst + off;
+    return c->api->block(c, dst, (const char *)c->src + off, len);
+}
+
+/* The host's part of block i once it landed: out of the ring, or out of the managed source. */
+static void uvmc_host_part(const struct uvmc_copy *c, const struct uvmc_plan *p, size_t i)
+{
+    size_t off = i * p->chunk, len = uvmc_block_len(c, p, i);
+    if (c->mode == UVMC_MODE_STAGED)
+        uvmc_host_memcpy((char *)c->dst + off, p->ring + (i % uvmc_cfg.depth) * p->chunk, len);
+    else if (c->mode == UVMC_MODE_HOST)
+        uvmc_host_memcpy((char *)c->dst + off, (const char *)c->src + off, len);
+}
+
+/* Waits for everything queued before the group's event: the event (created with blocking sync, so
+ * the wait sleeps), or the whole stream when there is none. */
+static int uvmc_wait(const struct uvmc_copy *c, CUevent ev)
+{
+    return ev ? c->api->event_sync(ev) : c->api->stream_sync(c->hstream);
+}
+
+/* An asynchronous copy into pinned memory: queued, returned at once (a stream the caller gates on
+ * something it does after the call cannot deadlock), in at most UVMC_QUEUE_BLOCKS_MAX blocks. */
+static int uvmc_run_queued(const struct uvmc_copy *c, struct uvmc_plan *p, size_t *issued)
+{
+    size_t most = 4 * (size_t)uvmc_cfg.depth < UVMC_QUEUE_BLOCKS_MAX ? 4 * (size_t)uvmc_cfg.depth : UVMC_QUEUE_BLOCKS_MAX;
+    size_t per = (p->nblocks + most - 1) / most; /* chunks per block */
+    p->chunk *= per;
+    p->nblocks = c->count / p->chunk + (c->count % p->chunk != 0);
+    for (size_t i = 0; i < p->nblocks; i++) {
+        int rc = uvmc_issue_block(c, p, i);
+        if (rc != 0)
+            return rc;
+        ++*issued;
+    }
+    return 0;
+}
+
+/* A group of blocks queued on the stream, with the event recorded after it. */
+struct uvmc_group {
+    size_t first, end; /* blocks [first, end) */
+    CUevent ev;
+    bool recorded;
+};
+
+/* Waits for the group, then does the host's part of it. After an earlier error it only waits, so
+ * nothing the device still writes (the ring) is handed back early. */
+static int uvmc_finish_group(const struct uvmc_copy *c, const struct uvmc_plan *p, const struct uvmc_group *g,
+                             int rc)
+{
+    int w = uvmc_wait(c, g->recorded ? g->ev : NULL);
+    if (rc != 0 || w != 0)
+        return rc != 0 ? rc : w;
+    for (size_t i = g->first; i < g->end; i++)
+        uvmc_host_part(c, p, i);
+    return 0;
+}
+
+/* Every other mode returns after the last byte landed: groups of blocks, an event after each, at
+ * most p->inflight groups queued; the host does its part of the oldest group once its event
+ * completed, while the device works on the next one. After an error nothing more is queued. */
+static int uvmc_run_grouped(const struct uvmc_copy *c, struct uvmc_plan *p, size_t *issued)
+{
+    struct uvmc_group g[2] = {{0}};
+    for (unsigned k = 0; k < p->inflight; k++)
+        if (uvmc_drv.cuEventCreate(&g[k].ev, CU_EVENT_DISABLE_TIMING | CU_EVENT_BLOCKING_SYNC) != CUDA_SUCCESS)
+            g[k].ev = NULL;
+    unsigned head = 0, queued = 0; /* FIFO of queued groups in g[] */
+    int rc = 0;
+    for (size_t next = 0; rc == 0 && next < p->nblocks;) {
+        if (queued == p->inflight) {
+            rc = uvmc_finish_group(c, p, &g[head], rc);
+            head = (head + 1) % p->inflight;
+            queued--;
+            if (rc != 0)
+                break;
+        }
+        struct uvmc_group *q = &g[(head + queued) % p->inflight];
+        size_t stop = next + p->group < p->nblocks ? next + p->group : p->nblocks;
+        for (q->first = next; rc == 0 && next < stop; next++) {
+            rc = uvmc_issue_block(c, p, next);
+            *issued += rc == 0;
+        }
+        q->end = rc == 0 ? next : next - 1;
+        q->recorded = q->ev && uvmc_drv.cuEventRecord(q->ev, c->hstream) == CUDA_SUCCESS;
+        queued++;
+    }
+    for (; queued; queued--, head = (head + 1) % p->inflight)
+        rc = uvmc_finish_group(c, p, &g[head], rc);
+    for (unsigned k = 0; k < p->inflight; k++)
+        if (g[k].ev)
+            uvmc_drv.cuEventDestroy(g[k].ev);
     return rc;
 }
 
-/* The synchronous entry points return after the last block landed: an event after it, or the
- * whole stream when no event can be had. An earlier block's failure is reported here. */
-static int uvmc_wait_copied(const struct uvmc_copy *c)
-{
-    CUevent ev;
-    if (uvmc_drv.cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS) {
-        int rc = 0;
-        bool recorded = uvmc_drv.cuEventRecord(ev, c->hstream) == CUDA_SUCCESS;
-        if (recorded)
-            rc = c->api->event_sync(ev);
-        uvmc_drv.cuEventDestroy(ev);
-        if (recorded)
-            return rc;
-    }
-    return c->api->stream_sync(c->hstream);
-}
+static const char *const uvmc_mode_label[] = {"queued", "direct", "staged", "host"};
 
-int uvmc_engine_copy(const struct uvmc_copy *c)
+int uvmc_engine_copy(const struct uvmc_copy *c_in)
 {
-    const size_t chunk = uvmc_cfg.chunk_size;
-    const size_t nblocks = c->count / chunk + (c->count % chunk != 0);
-    const size_t window = uvmc_cfg.depth < nblocks ? uvmc_cfg.depth : nblocks;
+    struct uvmc_copy copy = *c_in, *c = &copy;
+    struct uvmc_plan p = {.chunk = uvmc_cfg.chunk_size};
+    p.nblocks = c->count / p.chunk + (c->count % p.chunk != 0);
+    if (c->mode == UVMC_MODE_STAGED && !(p.ring = uvmc_staging_acquire()))
+        c->mode = UVMC_MODE_DIRECT; /* no ring: the driver stages, each group still waited for */
+    p.where = uvmc_prefetch_of(c);
+    unsigned ops = (p.where != UVMC_PREFETCH_NONE) + (c->mode != UVMC_MODE_HOST);
+    uvmc_plan_groups(&p, ops);
 
-    if (c->host_engine)
-        uvmc_host_pool_start();
     unsigned long long t0 = uvmc_now_ns();
-    /* The prefetch of block i + window - 1 is queued just before block i, so it runs once block
-     * i - 1 has landed: at most `depth` blocks are prefetched ahead of the copy, bounded by the
-     * stream itself. The host never waits for the device while queueing, so a stream that the
-     * caller gates on something it does after an asynchronous call into pinned memory returns
-     * cannot deadlock. */
-    for (size_t j = 0; j < window; j++)
-        uvmc_prefetch_block(c, j, nblocks);
-
-    int rc = 0;
     size_t issued = 0;
-    for (size_t i = 0; i < nblocks; i++) {
-        if (i > 0)
-            uvmc_prefetch_block(c, i + window - 1, nblocks);
-        size_t off = i * chunk;
-        rc = uvmc_issue_block(c, off, c->count - off < chunk ? c->count - off : chunk);
-        if (rc != 0)
-            break;
-        issued++;
-    }
-    /* A device-to-host copy into pageable memory is complete when the call returns, even from the
-     * asynchronous entry points (BRIEF §7); the copy engine's blocks are each synchronous then,
-     * the host engine's host functions are not, so wait for the last one. */
-    bool waited = c->sync || (c->host_engine && !c->dst_pinned);
-    if (rc == 0 && waited)
-        rc = uvmc_wait_copied(c);
+    int rc = c->mode == UVMC_MODE_QUEUE ? uvmc_run_queued(c, &p, &issued) : uvmc_run_grouped(c, &p, &issued);
+    if (p.ring)
+        uvmc_staging_release();
 
     unsigned long long ns = uvmc_now_ns() - t0;
     atomic_fetch_add_explicit(&uvmc_stats.split, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&uvmc_stats.split_bytes, c->count, memory_order_relaxed);
     atomic_fetch_add_explicit(&uvmc_stats.blocks, issued, memory_order_relaxed);
-    if (c->sync || !c->dst_pinned) { /* returned after the last byte landed: a real duration */
+    if (c->mode != UVMC_MODE_QUEUE) { /* returned after the last byte landed: a real duration */
         atomic_fetch_add_explicit(&uvmc_stats.sync_bytes, c->count, memory_order_relaxed);
         atomic_fetch_add_explicit(&uvmc_stats.sync_ns, ns, memory_order_relaxed);
     }
-    if (c->host_engine)
+    if (c->mode == UVMC_MODE_HOST)
         atomic_fetch_add_explicit(&uvmc_stats.host_engine, 1, memory_order_relaxed);
+    if (c->mode == UVMC_MODE_STAGED)
+        atomic_fetch_add_explicit(&uvmc_stats.staged, 1, memory_order_relaxed);
     if (UVMC_LOG_ON(UVMC_LOG_DEBUG))
         uvmc_log(UVMC_LOG_DEBUG,
-                 "split %s copy of %zu bytes into %zu/%zu blocks of %zu on the %s engine (%s "
-                 "destination, stream %p): %.3f ms, %s",
-                 c->sync ? "synchronous" : "asynchronous", c->count, issued, nblocks, chunk,
-                 c->host_engine ? "host" : "copy", c->dst_pinned ? "pinned" : "pageable", (void *)c->hstream,
+                 "split %s copy of %zu bytes into %zu/%zu blocks of %zu, %s (%s destination, stream %p, "
+                 "groups of %zu): %.3f ms, %s",
+                 c->sync ? "synchronous" : "asynchronous", c->count, issued, p.nblocks, p.chunk,
+                 uvmc_mode_label[c->mode], c->dst_pinned ? "pinned" : "pageable", (void *)c->hstream, p.group,
                  (double)ns / 1e6, rc == 0 ? "ok" : "failed");
     return rc;
 }

@@ -1,5 +1,6 @@
-/* hostcopy.c: the host engine's copy step: a host function, run in stream order by the driver,
- * that memcpy's one block with up to copy_threads threads. It never calls CUDA. */
+/* hostcopy.c: the host engine's memcpy: the calling thread copies one part of a block and up to
+ * copy_threads - 1 pool threads the others. It never calls CUDA and never runs on a driver thread
+ * (host functions may share one thread with NCCL's and FBGEMM's, BRIEF §8). */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +19,7 @@ struct uvmc_part {
     struct uvmc_part *next;
 };
 
-/* Lives on the host function's stack while it waits for its parts. */
+/* Lives on the copying thread's stack while it waits for its parts. */
 struct uvmc_block_sync {
     pthread_mutex_t lock;
     pthread_cond_t done;
@@ -30,7 +31,7 @@ struct uvmc_block_sync {
 static pthread_mutex_t uvmc_pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t uvmc_pool_work = PTHREAD_COND_INITIALIZER;
 static struct uvmc_part *uvmc_pool_head;
-static atomic_uint uvmc_pool_workers; /* read by host functions without the lock */
+static unsigned uvmc_pool_workers;
 static pid_t uvmc_pool_pid;
 
 static void uvmc_part_done(struct uvmc_block_sync *s)
@@ -58,12 +59,11 @@ static void *uvmc_pool_main(void *arg)
     return NULL;
 }
 
-/* Called by the issuing thread (never by a host function): makes sure copy_threads - 1 workers
- * exist. A worker that cannot start only means fewer threads share the copy. */
-void uvmc_host_pool_start(void)
+/* Under uvmc_pool_lock: makes sure copy_threads - 1 workers exist in this process. A worker that
+ * cannot start only means fewer threads share the copy. */
+static unsigned uvmc_pool_ensure_locked(void)
 {
     unsigned want = uvmc_cfg.copy_threads > 0 ? uvmc_cfg.copy_threads - 1 : 0;
-    pthread_mutex_lock(&uvmc_pool_lock);
     if (uvmc_pool_pid != getpid()) {
         uvmc_pool_pid = getpid();
         uvmc_pool_workers = 0;
@@ -79,58 +79,48 @@ void uvmc_host_pool_start(void)
         if (rc != 0) {
             uvmc_log(UVMC_LOG_WARN, "cannot start host copy thread %u of %u; fewer threads copy",
                      uvmc_pool_workers + 2, want + 1);
+            want = uvmc_pool_workers; /* do not retry for every block */
             break;
         }
         uvmc_pool_workers++;
     }
-    pthread_mutex_unlock(&uvmc_pool_lock);
+    return uvmc_pool_workers;
 }
 
 /* Held across fork() so the child never inherits it locked by a thread that does not exist. */
 void uvmc_host_pool_atfork_prepare(void) { pthread_mutex_lock(&uvmc_pool_lock); }
 void uvmc_host_pool_atfork_release(void) { pthread_mutex_unlock(&uvmc_pool_lock); }
 
-struct uvmc_host_job *uvmc_host_job_new(void *dst, const void *src, size_t len)
+void uvmc_host_memcpy(void *dst, const void *src, size_t len)
 {
-    struct uvmc_host_job *job = malloc(sizeof *job);
-    if (job) {
-        job->dst = dst;
-        job->src = src;
-        job->len = len;
-    }
-    return job;
-}
-
-/* The host function. Owns and frees its job. Part 0 is copied on this (driver) thread, the others
- * by the pool; it returns only when every part has landed, so the stream's later work sees them. */
-void CUDART_CB uvmc_host_copy_fn(void *arg)
-{
-    struct uvmc_host_job *job = arg;
-    unsigned parts = uvmc_cfg.copy_threads, workers = atomic_load(&uvmc_pool_workers);
-    if (parts > workers + 1)
-        parts = workers + 1;
-    if (parts > job->len / UVMC_PART_MIN)
-        parts = job->len / UVMC_PART_MIN ? (unsigned)(job->len / UVMC_PART_MIN) : 1;
-    size_t step = job->len / parts;
+    unsigned parts = uvmc_cfg.copy_threads ? uvmc_cfg.copy_threads : 1;
+    if (parts > len / UVMC_PART_MIN)
+        parts = len / UVMC_PART_MIN ? (unsigned)(len / UVMC_PART_MIN) : 1;
     struct uvmc_part part[UVMC_COPY_THREADS_MAX];
-    struct uvmc_block_sync sync = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, parts - 1};
+    struct uvmc_block_sync sync = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+    size_t step = len;
     if (parts > 1) {
         pthread_mutex_lock(&uvmc_pool_lock);
+        unsigned workers = uvmc_pool_ensure_locked();
+        if (parts > workers + 1)
+            parts = workers + 1;
+        step = len / parts;
+        sync.remaining = parts - 1;
         for (unsigned i = 1; i < parts; i++) {
             size_t off = step * i;
-            part[i] = (struct uvmc_part){(char *)job->dst + off, (const char *)job->src + off,
-                                         i + 1 == parts ? job->len - off : step, &sync, uvmc_pool_head};
+            part[i] = (struct uvmc_part){(char *)dst + off, (const char *)src + off,
+                                         i + 1 == parts ? len - off : step, &sync, uvmc_pool_head};
             uvmc_pool_head = &part[i];
         }
-        pthread_cond_broadcast(&uvmc_pool_work);
+        if (parts > 1)
+            pthread_cond_broadcast(&uvmc_pool_work);
         pthread_mutex_unlock(&uvmc_pool_lock);
     }
-    memcpy(job->dst, job->src, parts > 1 ? step : job->len);
+    memcpy(dst, src, parts > 1 ? step : len);
     pthread_mutex_lock(&sync.lock);
     while (sync.remaining)
         pthread_cond_wait(&sync.done, &sync.lock);
     pthread_mutex_unlock(&sync.lock);
     pthread_mutex_destroy(&sync.lock);
     pthread_cond_destroy(&sync.done);
-    free(job);
 }

@@ -6,10 +6,10 @@
 
 enum uvmc_runtime_entry { UVMC_RT_SYNC, UVMC_RT_SYNC_PTDS, UVMC_RT_ASYNC, UVMC_RT_ASYNC_PTSZ };
 
-static bool uvmc_rt_ready(bool host)
+static bool uvmc_rt_ready(void)
 {
     return uvmc_real.cudaMemcpyAsync && uvmc_real.cudaMemcpyAsync_ptsz && uvmc_real.cudaEventSynchronize &&
-           uvmc_real.cudaStreamSynchronize && (!host || uvmc_real.cudaLaunchHostFunc);
+           uvmc_real.cudaStreamSynchronize;
 }
 
 /* Blocks go through the asynchronous form of the caller's entry point; stream 0 keeps the
@@ -18,11 +18,6 @@ static int uvmc_rt_block(const struct uvmc_copy *c, void *dst, const void *src, 
 {
     __typeof__(uvmc_real.cudaMemcpyAsync) copy = c->per_thread ? uvmc_real.cudaMemcpyAsync_ptsz : uvmc_real.cudaMemcpyAsync;
     return copy(dst, src, len, c->kind, (cudaStream_t)c->stream);
-}
-
-static int uvmc_rt_host_fn(const struct uvmc_copy *c, struct uvmc_host_job *job)
-{
-    return uvmc_real.cudaLaunchHostFunc((cudaStream_t)c->hstream, uvmc_host_copy_fn, job);
 }
 
 static int uvmc_rt_event_sync(CUevent ev)
@@ -54,11 +49,9 @@ static const struct uvmc_api uvmc_runtime_api = {
     .runtime = true,
     .ready = uvmc_rt_ready,
     .block = uvmc_rt_block,
-    .host_fn = uvmc_rt_host_fn,
     .event_sync = uvmc_rt_event_sync,
     .stream_sync = uvmc_rt_stream_sync,
     .passthrough = uvmc_rt_passthrough,
-    .out_of_memory = cudaErrorMemoryAllocation,
 };
 
 /* The four copy wrappers: the shared hot path, then the large-copy path. */

@@ -29,10 +29,10 @@ void uvmc_stats_print(void)
     if (sbytes && secs > 0)
         snprintf(rate, sizeof rate, "%.2f GB/s over %.3f s synchronous", (double)sbytes / secs / 1e9, secs);
     uvmc_log(UVMC_LOG_ERROR,
-             "stats: split %llu copies (%llu bytes in %llu blocks, %llu on the host engine; %s); "
+             "stats: split %llu copies (%llu bytes in %llu blocks, %llu on the host engine, %llu staged; %s); "
              "passed through %llu at or above threshold, %llu below; %llu failed hints; "
              "%llu pinned requests served pageable (%llu bytes)",
-             UVMC_LOAD(split), UVMC_LOAD(split_bytes), UVMC_LOAD(blocks), UVMC_LOAD(host_engine), rate,
+             UVMC_LOAD(split), UVMC_LOAD(split_bytes), UVMC_LOAD(blocks), UVMC_LOAD(host_engine), UVMC_LOAD(staged), rate,
              UVMC_LOAD(passed_large), UVMC_LOAD(passed_small), UVMC_LOAD(hint_failures), UVMC_LOAD(substituted),
              UVMC_LOAD(substituted_bytes));
 }

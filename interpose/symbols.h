@@ -44,8 +44,7 @@
     X(cudaGetDevice)           \
     X(cudaSetDevice)           \
     X(cudaEventSynchronize)    \
-    X(cudaStreamSynchronize)   \
-    X(cudaLaunchHostFunc)
+    X(cudaStreamSynchronize)
 
 /* Driver functions, fetched through cuGetProcAddress with an explicit ABI version so one build
  * serves libcudart 12 and 13 (BRIEF §2): X(name, version, pointer type, required). */
@@ -53,7 +52,6 @@
     X(cuCtxGetCurrent, 4000, PFN_cuCtxGetCurrent_v4000, 1)                    \
     X(cuEventSynchronize, 2000, PFN_cuEventSynchronize_v2000, 1)              \
     X(cuStreamSynchronize, 2000, PFN_cuStreamSynchronize_v2000, 1)            \
-    X(cuLaunchHostFunc, 10000, PFN_cuLaunchHostFunc_v10000, 0)                \
     X(cuCtxGetDevice, 2000, PFN_cuCtxGetDevice_v2000, 1)                      \
     X(cuPointerGetAttributes, 7000, PFN_cuPointerGetAttributes_v7000, 1)      \
     X(cuStreamIsCapturing, 10000, PFN_cuStreamIsCapturing_v10000, 1)          \
@@ -61,6 +59,11 @@
     X(cuEventRecord, 2000, PFN_cuEventRecord_v2000, 1)                        \
     X(cuEventDestroy, 4000, PFN_cuEventDestroy_v4000, 1)                      \
     X(cuMemPrefetchAsync, 12020, PFN_cuMemPrefetchAsync_v12020, 0)            \
-    X(cuMemRangeGetAttribute, 8000, PFN_cuMemRangeGetAttribute_v8000, 0)
+    X(cuMemRangeGetAttribute, 8000, PFN_cuMemRangeGetAttribute_v8000, 0)     \
+    X(cuStreamQuery, 2000, PFN_cuStreamQuery_v2000, 1)                        \
+    X(cuDeviceGetAttribute, 2000, PFN_cuDeviceGetAttribute_v2000, 1)          \
+    X(cuMemHostAlloc, 2020, PFN_cuMemHostAlloc_v2020, 0)                      \
+    X(cuMemFreeHost, 2000, PFN_cuMemFreeHost_v2000, 0)                        \
+    X(cuThreadExchangeStreamCaptureMode, 10010, PFN_cuThreadExchangeStreamCaptureMode_v10010, 0)
 
 #endif

@@ -133,25 +133,25 @@ struct uvmc_stats {
     atomic_ullong substituted;       /* pinned requests served with pageable memory */
     atomic_ullong substituted_bytes; /* bytes those requests asked for (mapped, not committed) */
     atomic_ullong host_engine;       /* split copies that ran on the host engine */
+    atomic_ullong staged;            /* split copies fed through the staging ring */
 };
 extern struct uvmc_stats uvmc_stats;
 void uvmc_stats_print(void);
 unsigned long long uvmc_now_ns(void);
 
-/* ---- hostcopy.c: the host engine's copy step ---- */
-struct uvmc_host_job {
-    void *dst;
-    const void *src;
-    size_t len; /* bytes */
-};
-/* A job for one block, or NULL when out of memory. uvmc_host_copy_fn frees it. */
-struct uvmc_host_job *uvmc_host_job_new(void *dst, const void *src, size_t len);
-/* The host function enqueued with cudaLaunchHostFunc; never calls CUDA. */
-void CUDART_CB uvmc_host_copy_fn(void *job);
-/* Starts the copy_threads - 1 pool workers if not yet running in this process. */
-void uvmc_host_pool_start(void);
+/* ---- hostcopy.c: the host engine's memcpy, on the calling thread ---- */
+/* Copies len bytes with up to copy_threads threads: the caller takes one part, the pool the rest;
+ * returns when every byte landed. Never calls CUDA. */
+void uvmc_host_memcpy(void *dst, const void *src, size_t len);
 void uvmc_host_pool_atfork_prepare(void);
 void uvmc_host_pool_atfork_release(void);
+
+/* ---- staging.c: the page-locked ring a pageable destination is fed through ---- */
+/* The process's ring of depth blocks of chunk_size bytes, locked for the caller, or NULL (none could
+ * be allocated, or another copy holds it): the copy then goes without. Allocated once, on first
+ * need, in relaxed capture mode so no other thread's capture is disturbed; released at exit. */
+void *uvmc_staging_acquire(void);
+void uvmc_staging_release(void);
 
 /* ---- copy.c / classify.c / engine.c: one large copy ---- */
 
@@ -162,17 +162,22 @@ struct uvmc_copy;
  * API gives. */
 struct uvmc_api {
     bool runtime; /* the runtime's entry points (else the driver's) */
-    /* True when every real function the split path needs is there (host: the host engine's). */
-    bool (*ready)(bool host);
+    /* True when every real function the split path needs is there. */
+    bool (*ready)(void);
     /* One stream-ordered copy of a block, through the asynchronous form of the caller's entry. */
     int (*block)(const struct uvmc_copy *c, void *dst, const void *src, size_t len);
-    /* Enqueues uvmc_host_copy_fn(job) on the copy's stream. */
-    int (*host_fn)(const struct uvmc_copy *c, struct uvmc_host_job *job);
     int (*event_sync)(CUevent ev);
     int (*stream_sync)(CUstream stream);
     /* The unmodified call, exactly as the caller made it. */
     int (*passthrough)(const struct uvmc_copy *c);
-    int out_of_memory; /* code for a job that could not be allocated */
+};
+
+/* How the blocks of a classified copy move (engine.c). */
+enum uvmc_mode {
+    UVMC_MODE_QUEUE,  /* copy engine, asynchronous into pinned memory: queued, never waited for */
+    UVMC_MODE_DIRECT, /* copy engine into the destination, waited for group by group */
+    UVMC_MODE_STAGED, /* copy engine into the staging ring, then host memcpy into the pageable destination */
+    UVMC_MODE_HOST,   /* host memcpy out of host-resident managed memory on the calling thread */
 };
 
 struct uvmc_copy {
@@ -188,7 +193,8 @@ struct uvmc_copy {
     /* filled by classification */
     CUstream hstream;             /* explicit handle: CU_STREAM_LEGACY / CU_STREAM_PER_THREAD for 0 */
     bool dst_pinned;              /* destination page-locked (else pageable) */
-    bool host_engine;             /* blocks copied by host memcpy (else by the copy engine) */
+    bool prefers_host;            /* the source's preferred location is the CPU (FBGEMM's advice) */
+    enum uvmc_mode mode;
     CUdevice device;              /* device of the current context */
 };
 
@@ -201,11 +207,12 @@ int uvmc_large_copy(struct uvmc_copy *c);
  * without one, so they only look. */
 bool uvmc_thread_context(bool runtime);
 
-/* True when the copy must be split: kind, capture state, managed source range, host destination
- * (see BRIEF §2, §3). Makes only driver calls, which never touch the runtime's last error. */
+/* True when the copy must be split: kind, capture state, source inside one managed allocation, host
+ * destination (see BRIEF §2, §3, §8); then picks its mode. Makes only driver calls, which never
+ * touch the runtime's last error. */
 bool uvmc_classify(struct uvmc_copy *c);
 
-/* Runs a classified copy as blocks. Returns the first failing block's error, or 0. */
+/* Runs a classified copy as blocks. Returns the first error (a block's, or a wait's), or 0. */
 int uvmc_engine_copy(const struct uvmc_copy *c);
 
 #endif

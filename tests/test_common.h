@@ -43,6 +43,15 @@ static inline bool test_interposed(const char *name)
     return fn && dladdr(fn, &info) && info.dli_fname && strstr(info.dli_fname, "libuvmchunk.so");
 }
 
+/* Blocks of an asynchronous split copy into pinned memory on the copy engine, which returns without
+ * waiting: at most min(4 x depth, 24), each a whole number of chunks (engine.c). */
+static inline size_t test_queued_blocks(size_t n)
+{
+    size_t most = 4 * (size_t)test_cfg.depth < 24 ? 4 * (size_t)test_cfg.depth : 24;
+    size_t chunk = test_cfg.chunk_size * ((test_blocks(n) + most - 1) / most);
+    return n / chunk + (n % chunk != 0);
+}
+
 static inline uint8_t test_pattern(size_t i)
 {
     return (uint8_t)((i * 2654435761u) >> 13);

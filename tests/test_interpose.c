@@ -70,18 +70,22 @@ static unsigned long long queries_now(void)
            uvmsim_calls("cudaPointerGetAttributes") + uvmsim_calls("cudaStreamIsCapturing");
 }
 
-/* Calls that move bytes: real copies (copy engine, or an unsplit call) and host functions (host
- * engine). A split copy makes one per block whichever engine ran it. */
+/* Calls that move bytes on the device: real copies (the copy engine's blocks, or an unsplit call).
+ * The host engine makes none: it copies on the calling thread (and enqueues no host function). */
 static unsigned long long block_calls(const char *copy_fn)
 {
-    return uvmsim_calls(copy_fn) + uvmsim_calls("cudaLaunchHostFunc");
+    return uvmsim_calls(copy_fn);
 }
 
-/* The runtime call that issues each block of a split copy into `pinned` (the copy engine's unless
- * engine = host: the suite's managed buffers carry no advice, so auto picks the copy engine). */
-static const char *pinned_block_fn(void)
+/* Copy calls one split copy of n bytes makes. The host engine (engine = host here: the suite's
+ * managed buffers carry no advice) makes none, when it may wait for the stream: a synchronous call,
+ * a pageable destination, or an idle stream other than the legacy one. The copy engine makes one
+ * per chunk, or fewer, larger ones when it queues an asynchronous copy into pinned memory. */
+static size_t split_copies(size_t n, bool async_pinned, bool idle_stream)
 {
-    return test_cfg.engine == UVMC_ENGINE_HOST ? "cudaLaunchHostFunc" : "cudaMemcpyAsync";
+    if (test_cfg.engine == UVMC_ENGINE_HOST && (!async_pinned || idle_stream))
+        return 0;
+    return async_pinned ? test_queued_blocks(n) : test_blocks(n);
 }
 
 static struct seen copy_async(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, cudaStream_t s)
@@ -109,7 +113,7 @@ START_TEST(split_managed_base_to_pinned)
 {
     struct seen r = copy_async(pinned, managed, big, cudaMemcpyDeviceToHost, 0);
     ck_assert_int_eq(r.rc, cudaSuccess);
-    ck_assert_uint_eq(r.async_copies, test_blocks(big));
+    ck_assert_uint_eq(r.async_copies, split_copies(big, true, false));
     expect_bytes(pinned, managed, big);
 }
 END_TEST
@@ -119,7 +123,7 @@ START_TEST(split_managed_interior_unaligned_to_pageable)
     const uint8_t *src = managed + 4096 * 3 + 13;
     struct seen r = copy_async(pageable + 1, src, big, cudaMemcpyDefault, 0);
     ck_assert_int_eq(r.rc, cudaSuccess);
-    ck_assert_uint_eq(r.async_copies, test_blocks(big));
+    ck_assert_uint_eq(r.async_copies, split_copies(big, false, false));
     expect_bytes(pageable + 1, src, big);
 }
 END_TEST
@@ -134,7 +138,7 @@ START_TEST(split_at_threshold_and_prime_sizes)
         memset(pinned, 0xEE, n + 1);
         struct seen r = copy_async(pinned, managed + 1, n, cudaMemcpyDeviceToHost, 0);
         ck_assert_int_eq(r.rc, cudaSuccess);
-        ck_assert_uint_eq(r.async_copies, test_blocks(n));
+        ck_assert_uint_eq(r.async_copies, split_copies(n, true, false));
         expect_bytes(pinned, managed + 1, n);
     }
 }
@@ -190,7 +194,7 @@ START_TEST(only_device_to_host_and_default_kinds_split)
     for (size_t k = 0; k < 5; k++) {
         bool split = kinds[k] == cudaMemcpyDeviceToHost || kinds[k] == cudaMemcpyDefault;
         struct seen r = copy_async(pinned, managed, big, kinds[k], 0);
-        ck_assert_uint_eq(r.async_copies, split ? test_blocks(big) : 1);
+        ck_assert_uint_eq(r.async_copies, split ? split_copies(big, true, false) : 1);
         if (split)
             expect_bytes(pinned, managed, big);
         cudaGetLastError(); /* some of these kinds are invalid for these pointers: the runtime's call */
@@ -203,14 +207,14 @@ START_TEST(synchronous_entry_points_split_and_wait)
     uvmsim_set_op_delay_us(300);
     unsigned long long a = block_calls("cudaMemcpyAsync"), s = uvmsim_calls("cudaMemcpy");
     ck_assert_int_eq(cudaMemcpy(pinned, managed, big, cudaMemcpyDeviceToHost), cudaSuccess);
-    ck_assert_uint_eq(block_calls("cudaMemcpyAsync") - a, test_blocks(big));
+    ck_assert_uint_eq(block_calls("cudaMemcpyAsync") - a, split_copies(big, false, false));
     ck_assert_uint_eq(uvmsim_calls("cudaMemcpy") - s, 0);
     expect_bytes(pinned, managed, big); /* checked before any synchronize: cudaMemcpy waited */
 
     memset(pinned, 0xEE, big + 1);
     a = block_calls("cudaMemcpyAsync_ptsz");
     ck_assert_int_eq(cudaMemcpy_ptds(pinned, managed, big, cudaMemcpyDeviceToHost), cudaSuccess);
-    ck_assert_uint_eq(block_calls("cudaMemcpyAsync_ptsz") - a, test_blocks(big));
+    ck_assert_uint_eq(block_calls("cudaMemcpyAsync_ptsz") - a, split_copies(big, false, false));
     expect_bytes(pinned, managed, big);
 }
 END_TEST
@@ -227,7 +231,7 @@ START_TEST(failed_query_leaves_no_last_error)
     ck_assert_int_ne(before, cudaSuccess);
     r = copy_async(pinned, managed, big, cudaMemcpyDeviceToHost, 0);
     ck_assert_int_eq(r.rc, cudaSuccess);
-    ck_assert_uint_eq(r.async_copies, test_blocks(big));
+    ck_assert_uint_eq(r.async_copies, split_copies(big, true, false));
     ck_assert_int_eq(cudaGetLastError(), before);
 }
 END_TEST
@@ -270,7 +274,7 @@ static void check_order(cudaStream_t queue_on, bool ptsz)
     cudaError_t rc = ptsz ? cudaMemcpyAsync_ptsz(pinned, managed, big, cudaMemcpyDeviceToHost, 0)
                           : cudaMemcpyAsync(pinned, managed, big, cudaMemcpyDeviceToHost, queue_on);
     ck_assert_int_eq(rc, cudaSuccess);
-    ck_assert_uint_eq(block_calls(ptsz ? "cudaMemcpyAsync_ptsz" : "cudaMemcpyAsync") - a, test_blocks(big));
+    ck_assert_uint_eq(block_calls(ptsz ? "cudaMemcpyAsync_ptsz" : "cudaMemcpyAsync") - a, split_copies(big, true, false));
     ck_assert_int_eq(cudaLaunchHostFunc(queue_on, probe_fn, &p), cudaSuccess);
     ck_assert_int_eq(cudaStreamSynchronize(queue_on), cudaSuccess);
     ck_assert_int_eq(p.ok, 1);
@@ -301,11 +305,13 @@ END_TEST
 
 START_TEST(async_copy_returns_before_pinned_bytes_land)
 {
-    /* The split cudaMemcpyAsync only queues: with every operation delayed, nothing has landed
-     * when it returns; everything has after a synchronize. */
+    /* Behind queued work, the split cudaMemcpyAsync only queues (whatever the engine: the host
+     * engine would have to wait): with every operation delayed, nothing has landed when it
+     * returns; everything has after a synchronize. */
     cudaStream_t s;
     ck_assert_int_eq(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
     uvmsim_set_op_delay_us(20000);
+    ck_assert_int_eq(cudaMemsetAsync(device, 0, 16, s), cudaSuccess);
     ck_assert_int_eq(cudaMemcpyAsync(pinned, managed, big, cudaMemcpyDeviceToHost, s), cudaSuccess);
     size_t landed = 0;
     while (landed < big && pinned[landed] == test_pattern(landed))
@@ -326,7 +332,7 @@ START_TEST(async_copy_into_pageable_is_complete_on_return)
     uvmsim_set_op_delay_us(5000);
     unsigned long long b = block_calls("cudaMemcpyAsync");
     ck_assert_int_eq(cudaMemcpyAsync(pageable + 2, managed + 9, big, cudaMemcpyDeviceToHost, s), cudaSuccess);
-    ck_assert_uint_eq(block_calls("cudaMemcpyAsync") - b, test_blocks(big));
+    ck_assert_uint_eq(block_calls("cudaMemcpyAsync") - b, split_copies(big, false, true));
     expect_bytes(pageable + 2, managed + 9, big);
     uvmsim_set_op_delay_us(0);
     ck_assert_int_eq(cudaStreamDestroy(s), cudaSuccess);
@@ -352,7 +358,7 @@ START_TEST(first_copy_on_a_new_thread_is_split)
     unsigned long long blocks = 0;
     pthread_create(&th, NULL, first_copy_thread, &blocks);
     pthread_join(th, NULL);
-    ck_assert_uint_eq(blocks, test_blocks(big));
+    ck_assert_uint_eq(blocks, split_copies(big, true, false));
     expect_bytes(pinned, managed, big);
 }
 END_TEST
@@ -421,14 +427,17 @@ START_TEST(failing_block_returns_its_error_and_leaks_nothing)
     size_t n = 16 * test_cfg.chunk_size;
     if (n + 1 > MANAGED_SIZE)
         n = (MANAGED_SIZE - 1) / test_cfg.chunk_size * test_cfg.chunk_size;
-    size_t nb = test_blocks(n);
+    /* On the legacy stream an asynchronous copy into pinned memory is always queued on the copy
+     * engine (nothing may wait for that stream), in fewer, larger blocks. */
+    size_t nb = split_copies(n, true, false);
+    ck_assert_uint_gt(nb, 2);
     unsigned at[] = {1, (unsigned)(nb / 2), (unsigned)nb};
     unsigned long long events0 = uvmsim_live_events();
     for (size_t k = 0; k < 3; k++) {
-        uvmsim_fail_nth(pinned_block_fn(), at[k], cudaErrorMemoryAllocation);
-        unsigned long long a = uvmsim_calls(pinned_block_fn());
+        uvmsim_fail_nth("cudaMemcpyAsync", at[k], cudaErrorMemoryAllocation);
+        unsigned long long a = uvmsim_calls("cudaMemcpyAsync");
         ck_assert_int_eq(cudaMemcpyAsync(pinned, managed, n, cudaMemcpyDeviceToHost, 0), cudaErrorMemoryAllocation);
-        ck_assert_uint_eq(uvmsim_calls(pinned_block_fn()) - a, at[k]); /* nothing issued after it */
+        ck_assert_uint_eq(uvmsim_calls("cudaMemcpyAsync") - a, at[k]); /* nothing issued after it */
         ck_assert_int_eq(cudaGetLastError(), cudaErrorMemoryAllocation);
         ck_assert_int_eq(cudaDeviceSynchronize(), cudaSuccess);
         ck_assert_uint_eq(uvmsim_live_events(), events0);
@@ -447,7 +456,7 @@ START_TEST(synchronous_copy_without_an_event_still_waits)
     uvmsim_fail_nth("cuEventCreate", 1, CUDA_ERROR_OUT_OF_MEMORY);
     unsigned long long a = block_calls("cudaMemcpyAsync");
     ck_assert_int_eq(cudaMemcpy(pinned, managed, big, cudaMemcpyDeviceToHost), cudaSuccess);
-    ck_assert_uint_eq(block_calls("cudaMemcpyAsync") - a, test_blocks(big));
+    ck_assert_uint_eq(block_calls("cudaMemcpyAsync") - a, split_copies(big, false, false));
     expect_bytes(pinned, managed, big);
     ck_assert_int_eq(cudaPeekAtLastError(), cudaSuccess);
 }
@@ -462,10 +471,27 @@ START_TEST(failed_final_wait_returns_its_error)
 }
 END_TEST
 
+/* FBGEMM's advice (BRIEF §1), set through the driver so one test source serves both runtimes. */
+static void advise_prefer_cpu(void *p, size_t n)
+{
+    CUmemLocation cpu = {.type = CU_MEM_LOCATION_TYPE_HOST, .id = 0};
+    CUmemLocation gpu = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0};
+    ck_assert_int_eq(cuMemAdvise_v2((CUdeviceptr)(uintptr_t)p, n, CU_MEM_ADVISE_SET_PREFERRED_LOCATION, cpu), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemAdvise_v2((CUdeviceptr)(uintptr_t)p, n, CU_MEM_ADVISE_SET_ACCESSED_BY, gpu), CUDA_SUCCESS);
+}
+
 /* ---- hints (run with prefetch = host or device) ---- */
+
+/* Only a source that prefers the host is ever prefetched there: the host suite advises it so. */
+static void hints_advice(void)
+{
+    if (test_cfg.prefetch == UVMC_PREFETCH_HOST)
+        advise_prefer_cpu(managed, MANAGED_SIZE);
+}
 
 START_TEST(prefetch_ahead_on_the_callers_stream)
 {
+    hints_advice();
     cudaStream_t s;
     ck_assert_int_eq(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
     struct {
@@ -482,12 +508,17 @@ START_TEST(prefetch_ahead_on_the_callers_stream)
         expect_bytes(pinned, managed, big);
         struct uvmsim_prefetch log[64];
         size_t nb = test_blocks(big), got = uvmsim_prefetch_log(log, 64);
+        ck_assert_uint_eq(nb, test_queued_blocks(big)); /* one size of block whichever way it ran */
         ck_assert_uint_eq(got, nb); /* every block prefetched once */
         for (size_t i = 0; i < got && i < 64; i++) {
             ck_assert_ptr_eq(log[i].ptr, managed + i * test_cfg.chunk_size);
             ck_assert_int_eq(log[i].loc_type, test_cfg.prefetch == UVMC_PREFETCH_HOST ? UVMSIM_LOC_HOST : UVMSIM_LOC_DEVICE);
             ck_assert_ptr_eq(log[i].stream, cases[k].logged);
         }
+        /* queued (copy engine, returns at once): at most a prefetch and a copy per block; else
+         * (host engine) at most depth + 1 operations at a time */
+        bool queued = test_cfg.prefetch != UVMC_PREFETCH_HOST || (cases[k].given == 0 && !cases[k].ptsz);
+        ck_assert_uint_le(uvmsim_stat("max_outstanding"), queued ? 2 * nb : test_cfg.depth + 1);
     }
     ck_assert_int_eq(cudaStreamDestroy(s), cudaSuccess);
 }
@@ -495,65 +526,81 @@ END_TEST
 
 START_TEST(failed_prefetch_never_fails_the_copy)
 {
+    hints_advice();
     uvmsim_fail_nth("cuMemPrefetchAsync_v2", 1, CUDA_ERROR_INVALID_VALUE);
     uvmsim_fail_nth("cuMemPrefetchAsync_v2", 2, CUDA_ERROR_INVALID_VALUE);
     struct seen r = copy_async(pinned, managed, big, cudaMemcpyDeviceToHost, 0);
     ck_assert_int_eq(r.rc, cudaSuccess);
-    ck_assert_uint_eq(r.async_copies, test_blocks(big));
+    ck_assert_uint_eq(r.async_copies, test_queued_blocks(big));
+    ck_assert_uint_eq(uvmsim_calls("cuMemPrefetchAsync_v2"), test_queued_blocks(big));
     ck_assert_int_eq(cudaPeekAtLastError(), cudaSuccess);
+    expect_bytes(pinned, managed, big);
+}
+END_TEST
+
+START_TEST(host_prefetch_skips_a_source_without_cpu_preference)
+{
+    /* prefetch = host on a table that does not prefer the CPU: it keeps its residency */
+    struct seen r = copy_async(pinned, managed, big, cudaMemcpyDeviceToHost, 0);
+    ck_assert_int_eq(r.rc, cudaSuccess);
+    ck_assert_uint_eq(uvmsim_prefetch_log(NULL, 0), 0);
+    ck_assert_uint_eq(uvmsim_stat("migrations_to_host"), 0);
     expect_bytes(pinned, managed, big);
 }
 END_TEST
 
 START_TEST(no_prefetch_when_configured_none)
 {
-    /* ... except that the host engine always prefetches each block to the host first. */
+    /* ... and the host engine prefetches only a source that prefers the host (none does here). */
     struct seen r = copy_async(pinned, managed, big, cudaMemcpyDeviceToHost, 0);
     ck_assert_int_eq(r.rc, cudaSuccess);
-    ck_assert_uint_eq(uvmsim_prefetch_log(NULL, 0), test_cfg.engine == UVMC_ENGINE_HOST ? test_blocks(big) : 0);
+    ck_assert_uint_eq(uvmsim_prefetch_log(NULL, 0), 0);
 }
 END_TEST
 
 /* ---- host engine (engine = auto) ---- */
 
-/* FBGEMM's advice (BRIEF §1), set through the driver so one test source serves both runtimes. */
-static void advise_prefer_cpu(void *p, size_t n)
+/* Which engine ran one copy on an idle user stream, told by the copies that reached the runtime:
+ * none for the host engine, one per block for the copy engine (fewer when queued into pinned). */
+static void expect_engine(void *dst, bool dst_pinned, const void *src, size_t n, bool host)
 {
-    CUmemLocation cpu = {.type = CU_MEM_LOCATION_TYPE_HOST, .id = 0};
-    CUmemLocation gpu = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0};
-    ck_assert_int_eq(cuMemAdvise_v2((CUdeviceptr)(uintptr_t)p, n, CU_MEM_ADVISE_SET_PREFERRED_LOCATION, cpu), CUDA_SUCCESS);
-    ck_assert_int_eq(cuMemAdvise_v2((CUdeviceptr)(uintptr_t)p, n, CU_MEM_ADVISE_SET_ACCESSED_BY, gpu), CUDA_SUCCESS);
+    cudaStream_t s;
+    ck_assert_int_eq(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+    unsigned long long c = uvmsim_calls("cudaMemcpyAsync");
+    ck_assert_int_eq(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, s), cudaSuccess);
+    ck_assert_int_eq(cudaStreamSynchronize(s), cudaSuccess);
+    ck_assert_uint_eq(uvmsim_calls("cudaMemcpyAsync") - c,
+                      host ? 0 : dst_pinned ? test_queued_blocks(n) : test_blocks(n));
+    ck_assert_uint_eq(uvmsim_stat("host_functions"), 0);
+    ck_assert_int_eq(cudaStreamDestroy(s), cudaSuccess);
 }
 
-/* Which engine ran one copy, told by the calls that reached the runtime. */
-static void expect_engine(void *dst, const void *src, size_t n, bool host)
+START_TEST(auto_picks_host_only_for_a_cpu_preferred_source)
 {
-    unsigned long long c = uvmsim_calls("cudaMemcpyAsync"), h = uvmsim_calls("cudaLaunchHostFunc");
-    ck_assert_int_eq(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, 0), cudaSuccess);
-    ck_assert_int_eq(cudaStreamSynchronize(0), cudaSuccess);
-    ck_assert_uint_eq(uvmsim_calls("cudaMemcpyAsync") - c, host ? 0 : test_blocks(n));
-    ck_assert_uint_eq(uvmsim_calls("cudaLaunchHostFunc") - h, host ? test_blocks(n) : 0);
-}
-
-START_TEST(auto_picks_host_for_pageable_or_cpu_preferred)
-{
-    expect_engine(pinned, managed, big, false);   /* pinned, no advice: copy engine */
+    expect_engine(pinned, true, managed, big, false);    /* no advice: copy engine */
     expect_bytes(pinned, managed, big);
-    expect_engine(pageable, managed, big, true);  /* pageable destination: host */
+    expect_engine(pageable, false, managed, big, false); /* no advice, pageable: copy engine, staged */
     expect_bytes(pageable, managed, big);
     memset(pinned, 0xEE, big + 1);
+    memset(pageable, 0xEE, big + 1);
     advise_prefer_cpu(managed, MANAGED_SIZE);
-    expect_engine(pinned, managed, big, true);    /* source prefers the CPU: host */
+    uvmsim_reset();
+    expect_engine(pinned, true, managed, big, true);     /* prefers the CPU, idle stream: host */
     expect_bytes(pinned, managed, big);
+    expect_engine(pageable, false, managed, big, true);
+    expect_bytes(pageable, managed, big);
+    /* the copy engine's reads above moved the first block to the device (no accessed-by yet); the
+     * host engine's prefetch brought it back, and nothing went the other way */
+    ck_assert_uint_eq(uvmsim_stat("migrations_to_device"), 0);
+    ck_assert_int_eq(uvmsim_residency(managed), UVMSIM_LOC_HOST);
 }
 END_TEST
 
 START_TEST(host_engine_prefetches_every_block_to_host)
 {
-    /* prefetch = none in this suite: the host engine prefetches to the host regardless. */
+    advise_prefer_cpu(managed, MANAGED_SIZE);
     ck_assert_int_eq(cudaMemcpyAsync(pageable + 3, managed + 5, big, cudaMemcpyDeviceToHost, 0), cudaSuccess);
-    ck_assert_int_eq(cudaStreamSynchronize(0), cudaSuccess);
-    expect_bytes(pageable + 3, managed + 5, big);
+    expect_bytes(pageable + 3, managed + 5, big); /* complete on return */
     struct uvmsim_prefetch log[64];
     size_t got = uvmsim_prefetch_log(log, 64);
     ck_assert_uint_eq(got, test_blocks(big));
@@ -561,20 +608,24 @@ START_TEST(host_engine_prefetches_every_block_to_host)
         ck_assert_ptr_eq(log[i].ptr, managed + 5 + i * test_cfg.chunk_size);
         ck_assert_int_eq(log[i].loc_type, UVMSIM_LOC_HOST);
     }
+    ck_assert_uint_le(uvmsim_stat("max_outstanding"), test_cfg.depth + 1);
 }
 END_TEST
 
 START_TEST(host_engine_copies_in_stream_order_and_sizes)
 {
+    advise_prefer_cpu(managed, MANAGED_SIZE);
     size_t sizes[] = {big, 10000019, test_cfg.threshold, test_cfg.threshold + 3 * test_cfg.chunk_size};
     for (size_t k = 0; k < 4; k++) {
         size_t n = sizes[k];
         if (n + 64 > MANAGED_SIZE)
             continue;
         memset(pageable, 0xEE, n + 64);
+        uvmsim_reset();
         struct seen r = copy_async(pageable + 17, managed + 29, n, cudaMemcpyDefault, 0);
         ck_assert_int_eq(r.rc, cudaSuccess);
-        ck_assert_uint_eq(r.async_copies, test_blocks(n));
+        ck_assert_uint_eq(r.async_copies, 0);
+        ck_assert_uint_eq(uvmsim_prefetch_log(NULL, 0), test_blocks(n));
         expect_bytes(pageable + 17, managed + 29, n);
     }
 }
@@ -582,23 +633,25 @@ END_TEST
 
 START_TEST(host_engine_failed_prefetch_still_copies)
 {
+    advise_prefer_cpu(managed, MANAGED_SIZE);
     uvmsim_fail_nth("cuMemPrefetchAsync_v2", 1, CUDA_ERROR_INVALID_VALUE);
     uvmsim_fail_nth("cuMemPrefetchAsync_v2", 3, CUDA_ERROR_INVALID_VALUE);
     struct seen r = copy_async(pageable, managed + 1, big, cudaMemcpyDeviceToHost, 0);
     ck_assert_int_eq(r.rc, cudaSuccess);
-    ck_assert_uint_eq(r.async_copies, test_blocks(big));
+    ck_assert_uint_eq(r.async_copies, 0);
     ck_assert_int_eq(cudaPeekAtLastError(), cudaSuccess);
     expect_bytes(pageable, managed + 1, big);
     ck_assert_uint_eq(uvmsim_prefetch_log(NULL, 0), test_blocks(big) - 2); /* the others still ran */
 }
 END_TEST
 
-START_TEST(host_engine_failed_step_returns_error_and_leaks_nothing)
+START_TEST(host_engine_failed_wait_returns_error_and_leaks_nothing)
 {
+    advise_prefer_cpu(managed, MANAGED_SIZE);
     unsigned long long events0 = uvmsim_live_events();
-    uvmsim_fail_nth("cudaLaunchHostFunc", 2, cudaErrorInvalidResourceHandle);
-    ck_assert_int_eq(cudaMemcpyAsync(pageable, managed, big, cudaMemcpyDeviceToHost, 0), cudaErrorInvalidResourceHandle);
-    ck_assert_int_eq(cudaGetLastError(), cudaErrorInvalidResourceHandle);
+    uvmsim_fail_nth("cudaEventSynchronize", 2, cudaErrorLaunchFailure);
+    ck_assert_int_eq(cudaMemcpyAsync(pageable, managed, big, cudaMemcpyDeviceToHost, 0), cudaErrorLaunchFailure);
+    ck_assert_int_eq(cudaGetLastError(), cudaErrorLaunchFailure);
     ck_assert_int_eq(cudaDeviceSynchronize(), cudaSuccess);
     ck_assert_uint_eq(uvmsim_live_events(), events0);
     struct seen r = copy_async(pageable, managed, big, cudaMemcpyDeviceToHost, 0);
@@ -801,8 +854,10 @@ START_TEST(pytorch_checkpoint_sequence)
     ck_assert_int_eq(cudaEventRecord(ev, s), cudaSuccess);
     ck_assert_int_eq(cudaEventSynchronize(ev), cudaSuccess);
     expect_bytes(dst, managed, n);
-    ck_assert_uint_eq(uvmsim_calls("cudaLaunchHostFunc"), test_blocks(n)); /* the host engine ran */
-    ck_assert_uint_eq(uvmsim_pinned_peak(), 0);                            /* nothing was locked */
+    ck_assert_uint_eq(uvmsim_calls("cudaMemcpyAsync"), 0); /* the host engine ran */
+    ck_assert_uint_eq(uvmsim_stat("host_functions"), 0);
+    ck_assert_uint_eq(uvmsim_pinned_peak(), 0);            /* nothing was locked */
+    ck_assert_uint_eq(uvmsim_stat("migrations_to_host") + uvmsim_stat("migrations_to_device"), 0);
     /* Freed right after another copy into it: a copy into pageable memory has landed when its
      * call returns, so nothing can still write there. */
     ck_assert_int_eq(cudaMemcpyAsync(dst, managed, n, cudaMemcpyDeviceToHost, s), cudaSuccess);
@@ -880,16 +935,18 @@ int main(int argc, char **argv)
         }
         tcase_add_test(tc, prefetch_ahead_on_the_callers_stream);
         tcase_add_test(tc, failed_prefetch_never_fails_the_copy);
+        if (test_cfg.prefetch == UVMC_PREFETCH_HOST)
+            tcase_add_test(tc, host_prefetch_skips_a_source_without_cpu_preference);
     } else if (!strcmp(which, "host")) {
         if (test_cfg.engine != UVMC_ENGINE_AUTO || test_cfg.prefetch != UVMC_PREFETCH_NONE) {
             fprintf(stderr, "test_interpose host: run with engine = auto and prefetch = none\n");
             return 1;
         }
-        tcase_add_test(tc, auto_picks_host_for_pageable_or_cpu_preferred);
+        tcase_add_test(tc, auto_picks_host_only_for_a_cpu_preferred_source);
         tcase_add_test(tc, host_engine_prefetches_every_block_to_host);
         tcase_add_test(tc, host_engine_copies_in_stream_order_and_sizes);
         tcase_add_test(tc, host_engine_failed_prefetch_still_copies);
-        tcase_add_test(tc, host_engine_failed_step_returns_error_and_leaks_nothing);
+        tcase_add_test(tc, host_engine_failed_wait_returns_error_and_leaks_nothing);
     } else if (!strcmp(which, "pinned")) {
         if (test_cfg.pinned_threshold == 0 || test_cfg.pinned_threshold > ((size_t)4 << 20) ||
             test_cfg.threshold > ((size_t)9 << 20)) {

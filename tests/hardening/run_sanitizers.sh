@@ -58,7 +58,7 @@ memcheck)
     env LD_PRELOAD="$b/libuvmchunk.so" UVMCHUNK_CONFIG= UVMCHUNK_THRESHOLD=1MiB UVMCHUNK_CHUNK_SIZE=256KiB \
         UVMCHUNK_DEPTH=2 CK_FORK=no "${vg[@]}" "$b/tests/test_interpose" core || status=1
     env LD_PRELOAD="$b/libuvmchunk.so" UVMCHUNK_CONFIG= UVMCHUNK_THRESHOLD=1MiB UVMCHUNK_CHUNK_SIZE=256KiB \
-        UVMCHUNK_DEPTH=2 "${vg[@]}" "$b/tests/hardening/harden_faults" core || status=1
+        UVMCHUNK_DEPTH=4 "${vg[@]}" "$b/tests/hardening/harden_faults" core || status=1
     ;;
 fuzz)
     say "libFuzzer on the config parser"

@@ -63,13 +63,14 @@ static void *worker(void *arg)
             off[k] = next_rand(&rng) % (managed_size - size[k] + 1);
             memset(dst[k], 0xEE, size[k] + 1);
             bool split = size[k] >= test_cfg.threshold;
-            unsigned long long calls = split ? test_blocks(size[k]) : 1;
+            /* asynchronous into pinned memory: queued in fewer, larger blocks */
+            unsigned long long calls = split ? test_queued_blocks(size[k]) : 1;
             cudaError_t rc;
             unsigned how = (unsigned)(next_rand(&rng) % 8);
             if (how == 0) { /* synchronous entry point: legacy stream, blocks through cudaMemcpyAsync */
                 rc = cudaMemcpy(dst[k], managed + off[k], size[k], cudaMemcpyDeviceToHost);
                 if (split)
-                    atomic_fetch_add(&expect_async, calls);
+                    atomic_fetch_add(&expect_async, test_blocks(size[k]));
             } else if (how == 1 && k == 3) { /* per-thread default stream through stream 0 */
                 rc = cudaMemcpyAsync_ptsz(dst[k], managed + off[k], size[k], cudaMemcpyDefault, 0);
                 atomic_fetch_add(&expect_ptsz, calls);

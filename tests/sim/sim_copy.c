@@ -13,6 +13,12 @@ enum ccheck { C_ANY = 0, C_DTOH, C_HTOD, C_DTOD };
 
 static int devside(int mc) { return mc == M_DEVICE || mc == M_MANAGED || mc == M_PINNED; }
 
+/* [p, p+n) inside the one allocation that holds p. */
+static int within_alloc_locked(const void *p, size_t n) {
+    struct alloc *a = sim_find_alloc_locked((uintptr_t)p);
+    return a && n <= a->base + a->size - (uintptr_t)p;
+}
+
 static CUresult do_copy(void *dst, const void *src, size_t n, CUstream h, int ptds, int check, int sync_call) {
     NEED_CTX();
     if (n && (!dst || !src)) return CUDA_ERROR_INVALID_VALUE;
@@ -27,6 +33,10 @@ static CUresult do_copy(void *dst, const void *src, size_t n, CUstream h, int pt
         return CUDA_ERROR_INVALID_VALUE;
     }
     int dev_s = ms == M_DEVICE || ms == M_MANAGED, dev_d = md == M_DEVICE || md == M_MANAGED;
+    if ((dev_s && !within_alloc_locked(src, n)) || (dev_d && !within_alloc_locked(dst, n))) {
+        pthread_mutex_unlock(&sim_mu);
+        return CUDA_ERROR_INVALID_VALUE; /* a device-side range runs past its allocation */
+    }
     int host_sync = sync_call || (md == M_PAGEABLE && !(dev_s && sim_sw.pageable_d2h_async)) || (!dev_s && !dev_d);
     int pageable = ms == M_PAGEABLE || md == M_PAGEABLE;
     if (pageable && s->cap_status == CAP_ACTIVE) {

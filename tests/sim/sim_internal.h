@@ -33,6 +33,7 @@ struct page_advice { unsigned char pref_type, read_mostly, accessed_by, last_pf_
 struct alloc {
     uintptr_t base;
     int global;         /* managed: attached globally (CU_MEM_ATTACH_GLOBAL) */
+    int in_va;          /* managed: carved out of the reserved managed range */
     size_t size;
     void *map;          /* mmap start (NULL for registered memory) */
     size_t maplen;

@@ -55,6 +55,36 @@ static void *map_bytes(size_t len) {
     return p == MAP_FAILED ? NULL : p;
 }
 
+/* Managed allocations come one after another out of one reserved range (when it can be had), as
+ * from a VA allocator: a copy can then run from one allocation into the next, which only a
+ * per-allocation check tells apart. Space is never reused; a freed allocation's pages are released
+ * and its range stays reserved. */
+#define MANAGED_VA ((size_t)1 << 40)
+static char *g_va, *g_va_next;
+
+static char *managed_va_take(size_t span) {
+    pthread_mutex_lock(&sim_mu);
+    if (!g_va) {
+        void *r = mmap(NULL, MANAGED_VA, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        g_va = g_va_next = r == MAP_FAILED ? (char *)-1 : r;
+    }
+    char *p = NULL;
+    if (g_va != (char *)-1 && (size_t)(g_va + MANAGED_VA - g_va_next) >= span) {
+        p = g_va_next;
+        g_va_next += span;
+    }
+    pthread_mutex_unlock(&sim_mu);
+    if (p && mprotect(p, span, PROT_READ | PROT_WRITE) != 0) p = NULL; /* a hole is left: harmless */
+    return p;
+}
+
+static void release_pages(const struct alloc *a) {
+    if (a->in_va) /* fresh inaccessible pages in place: the range stays ours */
+        mmap(a->map, a->maplen, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+    else
+        munmap(a->map, a->maplen);
+}
+
 static CUresult alloc_common(void **out, size_t size, int kind, int global) {
     NEED_CTX();
     if (!out || size == 0) return CUDA_ERROR_INVALID_VALUE;
@@ -66,19 +96,30 @@ static CUresult alloc_common(void **out, size_t size, int kind, int global) {
     size_t pg = (size_t)sysconf(_SC_PAGESIZE);
     size_t len = (size + pg - 1) / pg * pg;
     if (kind == A_MANAGED || kind == A_DEVICE) {
-        /* 2 MiB aligned base, like the UVM driver's VA blocks */
-        size_t mlen = len + MIB2;
-        char *m = map_bytes(mlen);
-        if (!m) return CUDA_ERROR_OUT_OF_MEMORY;
-        uintptr_t b = ((uintptr_t)m + MIB2 - 1) & ~(uintptr_t)(MIB2 - 1);
-        a.map = m;
-        a.maplen = mlen;
-        a.base = b;
+        /* 2 MiB aligned base, like the UVM driver's VA blocks. Managed allocations are placed right
+         * after the previous one when that address is free, as a VA allocator may: a copy can then
+         * run from one allocation into the next, which only a per-allocation check tells apart. */
+        size_t span = (len + MIB2 - 1) & ~(MIB2 - 1);
+        char *m = kind == A_MANAGED ? managed_va_take(span) : NULL;
+        if (m) {
+            a.map = m;
+            a.maplen = span;
+            a.base = (uintptr_t)m;
+            a.in_va = 1;
+        } else {
+            size_t mlen = len + MIB2;
+            m = map_bytes(mlen);
+            if (!m) return CUDA_ERROR_OUT_OF_MEMORY;
+            a.map = m;
+            a.maplen = mlen;
+            a.base = ((uintptr_t)m + MIB2 - 1) & ~(uintptr_t)(MIB2 - 1);
+        }
+
         if (kind == A_MANAGED) {
             a.npages = (size + MIB2 - 1) / MIB2;
             a.global = global;
             a.adv = calloc(a.npages, sizeof *a.adv);
-            if (!a.adv || sim_res_new(&a)) { free(a.adv); munmap(m, mlen); return CUDA_ERROR_OUT_OF_MEMORY; }
+            if (!a.adv || sim_res_new(&a)) { free(a.adv); release_pages(&a); return CUDA_ERROR_OUT_OF_MEMORY; }
         }
     } else {
         char *m = map_bytes(len);
@@ -91,7 +132,7 @@ static CUresult alloc_common(void **out, size_t size, int kind, int global) {
     pthread_mutex_lock(&sim_mu);
     if (add_alloc_locked(a)) {
         pthread_mutex_unlock(&sim_mu);
-        munmap(a.map, a.maplen);
+        release_pages(&a);
         free(a.adv);
         free(a.res);
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -122,7 +163,7 @@ static CUresult free_common(uintptr_t p, int want_host) {
     sim_allocs[i] = sim_allocs[--sim_nallocs];
     if (a.kind == A_HOST) pinned_add_locked(-(long long)a.size);
     pthread_mutex_unlock(&sim_mu);
-    munmap(a.map, a.maplen);
+    release_pages(&a);
     free(a.adv);
     free(a.res);
     return CUDA_SUCCESS;

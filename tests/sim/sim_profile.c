@@ -44,7 +44,7 @@ void sim_switches_load(void)
     static const char *const hostfn[] = {"1", "per-stream", NULL};
     static const char *const onoff[] = {"0", "1", NULL};
     static const char *const d2h[] = {"sync", "async", NULL};
-    int lenient = 1; /* TEMPORARY: strict becomes the default with the engine that survives it */
+    int lenient = 0;
     load_one("UVMSIM_PROFILE", profiles, &lenient);
     /* lenient: the simulator as it was before the fidelity switches existed */
     int range = lenient, cap = lenient ? 0 : 64, per_stream = lenient, cma = 1, res = !lenient,

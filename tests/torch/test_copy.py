@@ -5,7 +5,12 @@ import pytest
 
 from conftest import SIZE, run_body
 
-BLOCKS = -(-SIZE // (16 << 20))  # UVMCHUNK_CHUNK_SIZE=16MiB in conftest.LIB_ENV
+# UVMCHUNK_CHUNK_SIZE=16MiB, UVMCHUNK_DEPTH=2 in conftest.LIB_ENV. PyTorch copies on the legacy
+# stream, which nothing may wait for: the copy is queued on the copy engine in at most 4 x depth
+# blocks of whole chunks (interpose/engine.c).
+CHUNKS = -(-SIZE // (16 << 20))
+PER_BLOCK = -(-CHUNKS // (4 * 2))
+BLOCKS = -(-SIZE // (PER_BLOCK * (16 << 20)))
 
 
 @pytest.mark.parametrize("with_lib", [False, True], ids=["plain", "uvmchunk"])

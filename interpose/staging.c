@@ -1,0 +1,75 @@
+/* staging.c: the page-locked ring (depth blocks of chunk_size bytes) through which the copy engine
+ * feeds a pageable destination, so the driver never stages such a copy itself. One per process. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "uvmc.h"
+
+static pthread_mutex_t uvmc_ring_lock = PTHREAD_MUTEX_INITIALIZER; /* held by the copy using the ring */
+static pthread_mutex_t uvmc_ring_setup = PTHREAD_MUTEX_INITIALIZER;
+static void *uvmc_ring;
+static pid_t uvmc_ring_pid;
+static bool uvmc_ring_failed;
+
+/* At exit, before the runtime's own teardown (registered earlier, so run later). Not in a forked
+ * child: the ring is the parent's, and CUDA is unusable there. */
+static void uvmc_ring_free(void)
+{
+    if (uvmc_ring && uvmc_ring_pid == getpid() && uvmc_drv.cuMemFreeHost)
+        uvmc_drv.cuMemFreeHost(uvmc_ring);
+    uvmc_ring = NULL;
+}
+
+/* Relaxed capture mode for this thread around the allocation: a page-locked allocation is a
+ * "potentially unsafe" call that would fail, and invalidate another thread's global-mode capture
+ * (BRIEF §3, §7). */
+static void *uvmc_ring_alloc(size_t bytes)
+{
+    void *p = NULL;
+    CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+    bool exchanged = uvmc_drv.cuThreadExchangeStreamCaptureMode &&
+                     uvmc_drv.cuThreadExchangeStreamCaptureMode(&mode) == CUDA_SUCCESS;
+    CUresult r = uvmc_drv.cuMemHostAlloc ? uvmc_drv.cuMemHostAlloc(&p, bytes, CU_MEMHOSTALLOC_PORTABLE)
+                                         : CUDA_ERROR_NOT_FOUND;
+    if (exchanged)
+        uvmc_drv.cuThreadExchangeStreamCaptureMode(&mode);
+    if (r != CUDA_SUCCESS) {
+        uvmc_log(UVMC_LOG_WARN,
+                 "cannot allocate the %zu-byte staging ring (CUresult %d); copies into pageable memory "
+                 "go straight to the driver",
+                 bytes, (int)r);
+        return NULL;
+    }
+    return p;
+}
+
+void *uvmc_staging_acquire(void)
+{
+    /* Another copy holds the ring: this one goes without rather than wait behind it. */
+    if (pthread_mutex_trylock(&uvmc_ring_lock) != 0)
+        return NULL;
+    pthread_mutex_lock(&uvmc_ring_setup);
+    if (uvmc_ring_pid != getpid()) { /* first use, or a forked child: nothing of the parent's is ours */
+        uvmc_ring = NULL;
+        uvmc_ring_failed = false;
+        uvmc_ring_pid = getpid();
+    }
+    if (!uvmc_ring && !uvmc_ring_failed) {
+        static bool registered;
+        uvmc_ring = uvmc_ring_alloc((size_t)uvmc_cfg.depth * uvmc_cfg.chunk_size);
+        uvmc_ring_failed = !uvmc_ring;
+        if (uvmc_ring && !registered)
+            registered = atexit(uvmc_ring_free) == 0;
+    }
+    void *ring = uvmc_ring;
+    pthread_mutex_unlock(&uvmc_ring_setup);
+    if (!ring)
+        pthread_mutex_unlock(&uvmc_ring_lock);
+    return ring;
+}
+
+void uvmc_staging_release(void)
+{
+    pthread_mutex_unlock(&uvmc_ring_lock);
+}
