@@ -4,7 +4,10 @@
 # time limit, the whole within GPU_CHECK_SECONDS (default 450; give the caller a limit of about 500):
 #   1. facts: date, GPU, driver, nvcc, PyTorch; libtorch_cuda.so's dynamic link to libcudart
 #   2. build (cmake) into $GPU_CHECK_BUILD (default build-gpu/)
-#   3. uvmchunk-demo on the real runtime, 1 GiB, under uvmchunk-run
+#   3. uvmchunk-demo on the real runtime, 1 GiB, under uvmchunk-run; then uvmchunk-probe (the
+#      driver facts of BRIEF §8: range attributes, queue capacity, host-function threads, managed
+#      access attributes, early pageable returns, prefetch cost, residency, throughput), without and
+#      with the library
 #   4. integration/run.sh (the tables for RESULTS.md), then the confirmations from its logs:
 #      counters show split copies during dcp.save, LD_PRELOAD reached both workers
 #   5. the PyTorch bodies of tests/torch that make sense on a real GPU, under the library (a failing
@@ -12,7 +15,8 @@
 #   6. the CTest suites (simulated runtime; a check of the build on that machine)
 # Everything goes to $GPU_CHECK_LOG (default <build>/gpu_check.log) and to stdout; when $OUT is
 # set, the log and the run's tables and logs are copied under it as well. Exit 0 when every step
-# passed. Needs no network; installs nothing.
+# passed; without a GPU (and without GPU_CHECK_SIM=1) it prints "SKIP: ..." and exits 0. Needs no
+# network; installs nothing.
 # GPU_CHECK_SIM=1 (for checking this script without a GPU): every step on the simulated runtime,
 # which proves nothing about a GPU.
 set -uo pipefail
@@ -63,9 +67,9 @@ sim=""
 if [ "$sim" = 1 ]; then
     echo "GPU_CHECK_SIM=1: DRY RUN ON THE SIMULATED RUNTIME: nothing here is a GPU figure"
 elif ! nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
-    echo "nvidia-smi lists no GPU: this script is for a GPU machine (integration/run.sh covers the rest)"
-    fail "no GPU"
-    finish
+    echo "SKIP: nvidia-smi lists no GPU: this script is for a GPU machine (integration/run.sh and"
+    echo "tools/test.sh cover the rest; GPU_CHECK_SIM=1 dry-runs it on the simulated runtime)"
+    exit 0
 else
     nvidia-smi --query-gpu=index,name,driver_version,memory.total,memory.free --format=csv
 fi
@@ -107,7 +111,7 @@ if ! limit 180 cmake --build "$build" -j "$(nproc)" >"$build/build.log" 2>&1; th
     fail "build"
     finish
 fi
-for f in libuvmchunk.so uvmchunk-run uvmchunk-demo integration/managed_alloc.so; do
+for f in libuvmchunk.so uvmchunk-run uvmchunk-demo uvmchunk-probe integration/managed_alloc.so; do
     if [ -e "$build/$f" ]; then echo "built: $build/$f"; else fail "build: $f missing"; fi
 done
 readelf -d "$build/integration/managed_alloc.so" | grep -E 'NEEDED|RUNPATH|RPATH'
@@ -128,6 +132,18 @@ step "3. uvmchunk-demo, 1 GiB, ${sim:+SIMULATED (dry run) }runtime, under uvmchu
 if ! limit 90 env "${simenv[@]}" UVMCHUNK_CONFIG= UVMCHUNK_STATS=on "$build/uvmchunk-run" -- "$build/uvmchunk-demo" --size 1G; then
     fail "demo"
 fi
+
+# ---- 3b. the driver probe (BRIEF §8), without and with the library
+step "3b. uvmchunk-probe: the driver facts the simulator's strict values stand in for"
+for mode in plain uvmchunk; do
+    pre=()
+    [ "$mode" = uvmchunk ] && pre=(LD_PRELOAD="$build/libuvmchunk.so${sim:+ $build/sim/libcudart.so.13 $build/sim/libcuda.so.1}")
+    echo "-- $mode"
+    if ! limit 120 env "${simenv[@]}" "${pre[@]}" UVMCHUNK_CONFIG= "$build/uvmchunk-probe" all | tee "$build/probe-$mode.md"; then
+        fail "probe ($mode)"
+    fi
+done
+[ -n "${OUT:-}" ] && [ -d "${OUT:-}" ] && cp "$build"/probe-*.md "$OUT/" 2>/dev/null
 
 # ---- 4. the runner
 step "4. integration/run.sh${sim:+ (dry run: simulated)}"
@@ -230,4 +246,8 @@ step "for integration/RESULTS.md"
 echo "date: $(date -u +%Y-%m-%d); GPU: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader -i 0 2>/dev/null || echo none)"
 echo "PyTorch: $("$py" -c 'import torch; print(torch.__version__)'); tables: $run_out/tables.txt"
 cat "$run_out/tables.txt" 2>/dev/null
+for mode in plain uvmchunk; do
+    echo "probe ($mode):"
+    cat "$build/probe-$mode.md" 2>/dev/null
+done
 finish

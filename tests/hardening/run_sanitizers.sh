@@ -44,7 +44,7 @@ tsan)
     TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:report_signal_unsafe=0:suppressions=$top/tests/hardening/tsan.supp" \
         HARDEN_SECONDS=2 \
         ctest --test-dir "$out/tsan" --output-on-failure -j 1 \
-        -R '^(threads|interpose_core|harden_concurrency|harden_fork|harden_capture_cross|harden_capture_modes|harden_faults)$' \
+        -R '^(threads|interpose_core|interpose_fidelity|harden_concurrency|harden_fork|harden_capture_cross|harden_capture_modes|harden_faults)$' \
         || status=1
     ;;
 memcheck)
