@@ -181,8 +181,14 @@ int uvmc_engine_copy(const struct uvmc_copy *c_in)
     struct uvmc_copy copy = *c_in, *c = &copy;
     struct uvmc_plan p = {.chunk = uvmc_cfg.chunk_size};
     p.nblocks = c->count / p.chunk + (c->count % p.chunk != 0);
-    if (c->mode == UVMC_MODE_STAGED && !(p.ring = uvmc_staging_acquire()))
-        c->mode = UVMC_MODE_DIRECT; /* no ring: the driver stages, each group still waited for */
+    if (c->mode == UVMC_MODE_STAGED) {
+        if ((p.ring = uvmc_staging_acquire()) != NULL) { /* blocks of one ring slot */
+            p.chunk = uvmc_staging_slot();
+            p.nblocks = c->count / p.chunk + (c->count % p.chunk != 0);
+        } else {
+            c->mode = UVMC_MODE_DIRECT; /* no ring: the driver stages, each group still waited for */
+        }
+    }
     p.where = uvmc_prefetch_of(c);
     unsigned ops = (p.where != UVMC_PREFETCH_NONE) + (c->mode != UVMC_MODE_HOST);
     uvmc_plan_groups(&p, ops);

@@ -1,4 +1,4 @@
-/* staging.c: the page-locked ring (depth blocks of chunk_size bytes) through which the copy engine
+/* staging.c: the page-locked ring (depth slots of uvmc_staging_slot() bytes) through which the copy engine
  * feeds a pageable destination, so the driver never stages such a copy itself. One per process. */
 #include <pthread.h>
 #include <stdlib.h>
@@ -57,7 +57,7 @@ void *uvmc_staging_acquire(void)
     }
     if (!uvmc_ring && !uvmc_ring_failed) {
         static bool registered;
-        uvmc_ring = uvmc_ring_alloc((size_t)uvmc_cfg.depth * uvmc_cfg.chunk_size);
+        uvmc_ring = uvmc_ring_alloc((size_t)uvmc_cfg.depth * uvmc_staging_slot());
         uvmc_ring_failed = !uvmc_ring;
         if (uvmc_ring && !registered)
             registered = atexit(uvmc_ring_free) == 0;

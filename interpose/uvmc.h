@@ -147,7 +147,14 @@ void uvmc_host_pool_atfork_prepare(void);
 void uvmc_host_pool_atfork_release(void);
 
 /* ---- staging.c: the page-locked ring a pageable destination is fed through ---- */
-/* The process's ring of depth blocks of chunk_size bytes, locked for the caller, or NULL (none could
+/* Bytes per ring slot: chunk_size, at most 16 MiB, so the ring (depth slots) stays small: the
+ * library exists to keep host memory unlocked. Practitioners stage in 4-64 MiB slots (BRIEF §4). */
+#define UVMC_STAGING_SLOT_MAX ((size_t)16 << 20)
+static inline size_t uvmc_staging_slot(void)
+{
+    return uvmc_cfg.chunk_size < UVMC_STAGING_SLOT_MAX ? uvmc_cfg.chunk_size : UVMC_STAGING_SLOT_MAX;
+}
+/* The process's ring of depth slots, locked for the caller, or NULL (none could
  * be allocated, or another copy holds it): the copy then goes without. Allocated once, on first
  * need, in relaxed capture mode so no other thread's capture is disturbed; released at exit. */
 void *uvmc_staging_acquire(void);

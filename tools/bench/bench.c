@@ -139,6 +139,7 @@ static int child_above(size_t size, int reps)
     uint8_t *src, *dst;
     cudaStream_t s;
     CK(cudaMallocManaged((void **)&src, size, cudaMemAttachGlobal));
+    uvmc_bench_fbgemm_advice(src, size); /* the checkpoint of an FBGEMM table: the case the library is for */
     CK(cudaMallocHost((void **)&dst, size));
     CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     fill(src, size);
@@ -197,6 +198,7 @@ static int child_scale(size_t size)
     uint8_t *src, *dst;
     cudaStream_t s;
     CK(cudaMallocManaged((void **)&src, size, cudaMemAttachGlobal));
+    uvmc_bench_fbgemm_advice(src, size); /* the checkpoint of an FBGEMM table: the case the library is for */
     CK(cudaMallocHost((void **)&dst, size));
     memset(dst, 0, size); /* resident before the copy, also when the library substituted it */
     CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
@@ -372,9 +374,11 @@ static int driver(void)
         sscanf(buf, "above size=%*u queries=%llu blocks=%llu chunked_s=%lf plain_s=%lf memcpy_whole_s=%lf "
                     "memcpy_split_s=%lf",
                &queries, &blocks, &chunked, &plain, &mc_whole, &mc_split) == 6) {
-        snprintf(v, sizeof v, "%llu (%llu blocks)", queries, blocks);
-        row("above threshold: pointer queries per copy", v, "<= 2", queries <= 2 ? "yes" : "NO");
-        bad += queries > 2;
+        /* source first and last byte (no range attributes for managed memory, BRIEF §8), then the
+         * destination; 2 where the range attributes answer */
+        snprintf(v, sizeof v, "%llu (%llu copy calls)", queries, blocks);
+        row("above threshold: pointer queries per copy", v, "<= 3", queries <= 3 ? "yes" : "NO");
+        bad += queries > 3;
         double ratio = plain / chunked;
         snprintf(v, sizeof v, "%.3f (%.2f vs %.2f GB/s)", ratio, (double)size_b / chunked / 1e9,
                  (double)size_b / plain / 1e9);
@@ -424,7 +428,7 @@ static int driver(void)
         double ns_per_byte = secs * 1e9 / (double)sz;
         if (base_ns_per_byte == 0)
             base_ns_per_byte = ns_per_byte;
-        snprintf(v, sizeof v, "%ld KiB, %.3f s (x%.2f/B), %llu blk", extra, secs, ns_per_byte / base_ns_per_byte, nb);
+        snprintf(v, sizeof v, "%ld KiB, %.3f s (x%.2f/B), %llu calls", extra, secs, ns_per_byte / base_ns_per_byte, nb);
         char target[32];
         snprintf(target, sizeof target, "<= %zu KiB", bound_kib);
         bool ok = extra >= 0 && (size_t)extra <= bound_kib;
@@ -432,7 +436,7 @@ static int driver(void)
         bad += !ok;
     }
     printf("time column: seconds for one copy (x = time per byte relative to the smallest size; linear "
-           "time keeps it near 1)\n");
+           "time keeps it near 1); calls: copies that reached the runtime (the host engine makes none)\n");
     printf("uvmchunk-bench: %s\n", bad ? "some targets not met" : "every target met");
     return 0; /* figures, never a verdict on timings */
 }

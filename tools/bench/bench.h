@@ -13,6 +13,8 @@ extern const char *uvmc_bench_self;
 int uvmc_bench_run_child(char *const argv[], const char *lib, char *const extra_env[], char *out, size_t outsz);
 
 /* Children: one checkpoint sequence (sizes 1:7:33 of a `table`-byte managed table), one copy. */
+/* FBGEMM's advice on its tables (BRIEF §1): preferred location CPU, accessed by the GPU. */
+void uvmc_bench_fbgemm_advice(void *p, size_t n);
 int uvmc_bench_child_memory(size_t table);
 int uvmc_bench_child_throughput(size_t n);
 /* Drivers: run the children without and with lib and print their table. 0 when all ran. */

@@ -52,15 +52,20 @@ static int reset_peak(void)
         }                                                                                \
     } while (0)
 
+void uvmc_bench_fbgemm_advice(void *p, size_t n)
+{
+    CUmemLocation cpu = {.type = CU_MEM_LOCATION_TYPE_HOST, .id = 0};
+    CUmemLocation gpu = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0};
+    cuMemAdvise_v2((CUdeviceptr)(uintptr_t)p, n, CU_MEM_ADVISE_SET_PREFERRED_LOCATION, cpu);
+    cuMemAdvise_v2((CUdeviceptr)(uintptr_t)p, n, CU_MEM_ADVISE_SET_ACCESSED_BY, gpu);
+}
+
 /* A managed table of `table` bytes, resident in host RAM with FBGEMM's advice (BRIEF §1). */
 static uint8_t *make_table(size_t table)
 {
     uint8_t *t;
     CHECK(cudaMallocManaged((void **)&t, table, cudaMemAttachGlobal));
-    CUmemLocation cpu = {.type = CU_MEM_LOCATION_TYPE_HOST, .id = 0};
-    CUmemLocation gpu = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0};
-    cuMemAdvise_v2((CUdeviceptr)(uintptr_t)t, table, CU_MEM_ADVISE_SET_PREFERRED_LOCATION, cpu);
-    cuMemAdvise_v2((CUdeviceptr)(uintptr_t)t, table, CU_MEM_ADVISE_SET_ACCESSED_BY, gpu);
+    uvmc_bench_fbgemm_advice(t, table);
     for (size_t i = 0; i < table; i += 4096)
         t[i] = (uint8_t)(i >> 12);
     return t;
