@@ -248,6 +248,37 @@ START_TEST(gpu_resident_table_copied_to_pageable_stays_on_the_device)
 }
 END_TEST
 
+/* A kernel on the caller's stream that dereferences pageable memory 20 ms into the copy: the
+ * context's error is sticky from then on (BRIEF §8). */
+static void CUDART_CB poison_context(void *arg)
+{
+    usleep(20000);
+    uvmsim_device_access(arg, 64);
+}
+
+START_TEST(context_error_mid_copy_releases_everything)
+{
+    for (int pass = 0; pass < 2; pass++) { /* copy engine (staged), then host engine */
+        advise(src, n, pass == 1);
+        uvmsim_set_op_delay_us(200);
+        uvmsim_reset();
+        ck_assert_int_eq(cudaLaunchHostFunc(user, poison_context, pageable), cudaSuccess);
+        cudaError_t rc = cudaMemcpyAsync(pageable, src, n, cudaMemcpyDeviceToHost, user);
+        ck_assert_int_eq(rc, cudaErrorIllegalAddress);
+        /* every event the copy created it also destroyed (on a dead context the destroy fails,
+         * as everything does, but nothing of the library's is left to outlive it) */
+        ck_assert_uint_gt(uvmsim_calls("cuEventCreate"), 0);
+        ck_assert_uint_eq(uvmsim_calls("cuEventDestroy_v2"), uvmsim_calls("cuEventCreate"));
+        uvmsim_set_op_delay_us(0);
+        uvmsim_reset(); /* a fresh context, as after cudaDeviceReset */
+        ck_assert_int_eq(cudaStreamSynchronize(user), cudaSuccess);
+        cudaGetLastError();
+        ck_assert_int_eq(cudaMemcpyAsync(pageable, src, n, cudaMemcpyDeviceToHost, user), cudaSuccess);
+        expect_copy(pageable, n);
+    }
+}
+END_TEST
+
 int main(void)
 {
     test_load_config();
@@ -268,6 +299,7 @@ int main(void)
     tcase_add_test(tc, async_copy_into_pinned_never_blocks_a_full_stream);
     tcase_add_test(tc, checkpoint_copy_of_an_fbgemm_table_migrates_nothing);
     tcase_add_test(tc, gpu_resident_table_copied_to_pageable_stays_on_the_device);
+    tcase_add_test(tc, context_error_mid_copy_releases_everything);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK); /* the simulator's stream threads do not survive fork */
