@@ -86,8 +86,10 @@ static const struct uvmc_api uvmc_driver_api = {
  * re-entrancy guard also keeps a copy the runtime path is already splitting from being split
  * again when a runtime underneath calls these names. */
 #define UVMC_DRV_BODY(name, entry_, kind_, sync_, ptd_, dst_, src_, stream_, ...)                       \
-    UVMC_PASS_SMALL_COPY(name, CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND, __VA_ARGS__)                 \
+    UVMC_PASS_SMALL_COPY(name, CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND, (const void *)(uintptr_t)(dst_),   \
+                         (const void *)(uintptr_t)(src_), __VA_ARGS__)                                 \
     struct uvmc_copy c = {.api = &uvmc_driver_api, .entry = entry_, .sync = sync_, .per_thread = ptd_,  \
+                          .small = uvmc_small_,                                                      \
                           .dst = (void *)(uintptr_t)(dst_), .src = (const void *)(uintptr_t)(src_),      \
                           .count = count, .kind = kind_, .stream = stream_};                            \
     return (CUresult)uvmc_large_copy(&c);

@@ -221,16 +221,23 @@ int uvmc_engine_copy(const struct uvmc_copy *c_in)
     return rc;
 }
 
-/* The one path of a copy at or above the threshold. The guard makes CUDA calls made beneath it
- * (ours, or the runtime's own driver calls) pass straight through: a copy is split once. */
+/* The one path of a copy at or above the threshold (and of a small one touching a lazy buffer). The
+ * guard makes CUDA calls made beneath it (ours, or the runtime's own driver calls) pass straight
+ * through: a copy is split once. */
 int uvmc_large_copy(struct uvmc_copy *c)
 {
     int rc;
     uvmc_tls_busy++;
-    if (uvmc_classify(c)) {
+    if (!c->small && uvmc_classify(c)) {
+        uvmc_lazy_claim(c->dst, c->count); /* a split copy's destination stays pageable */
         rc = uvmc_engine_copy(c);
     } else {
-        atomic_fetch_add_explicit(&uvmc_stats.passed_large, 1, memory_order_relaxed);
+        uvmc_tls_busy--; /* any other use pins a lazy buffer before the call proceeds */
+        uvmc_lazy_use(c->dst, c->count);
+        uvmc_lazy_use(c->src, c->count);
+        uvmc_tls_busy++;
+        atomic_fetch_add_explicit(c->small ? &uvmc_stats.passed_small : &uvmc_stats.passed_large, 1,
+                                  memory_order_relaxed);
         rc = c->api->passthrough(c);
     }
     uvmc_tls_busy--;

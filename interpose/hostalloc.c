@@ -1,132 +1,119 @@
-/* hostalloc.c: pinned-allocation substitution. Page-locked requests of at least pinned_threshold
- * bytes become lazily committed pageable mappings; frees of those are handled here (uthash table). */
-#include <pthread.h>
+/* hostalloc.c: the page-locked allocation and registration entry points. Requests of at least
+ * pinned_threshold bytes with no flag but Portable are served lazily (lazy.c); frees and
+ * unregistrations of those are handled here, every other pointer passes through. */
 #include <stdint.h>
-#include <stdlib.h>
-#include <sys/mman.h>
-#include <uthash.h>
 
 #include "uvmc.h"
 
 /* PyTorch pins a checkpoint destination rounded up to a power of two before the copy (BRIEF §1):
- * up to twice the tensor, locked. A private anonymous mapping without reserve commits only the
- * pages written, locks nothing, and returns every page to the system at munmap. */
-
-struct uvmc_subst {
-    void *ptr;
-    size_t size; /* bytes mapped */
-    UT_hash_handle hh;
-};
-
-static struct uvmc_subst *uvmc_subst_table;
-static pthread_mutex_t uvmc_subst_lock = PTHREAD_MUTEX_INITIALIZER;
-/* Live entries: frees skip the lock while nothing was ever substituted. */
-static atomic_size_t uvmc_subst_live;
-
-/* Only flags that promise no device mapping and no write-combining: Portable (1) is the one
- * such flag, with the same value in the runtime and the driver. */
-static bool uvmc_substitutable(size_t size, unsigned flags)
+ * up to twice the tensor, locked. Served lazily, it commits only the bytes written and locks
+ * nothing unless a use asks for pinned memory. Only flags that promise no device mapping and no
+ * write-combining qualify: Portable (1) is the one such flag, with the same value in the runtime
+ * and the driver, for allocations and registrations alike. */
+static bool uvmc_lazy_candidate(size_t size, unsigned flags)
 {
     _Static_assert(cudaHostAllocPortable == CU_MEMHOSTALLOC_PORTABLE, "one flag test serves both APIs");
+    _Static_assert(cudaHostRegisterPortable == CU_MEMHOSTREGISTER_PORTABLE, "and both registrations");
+    _Static_assert(cudaHostAllocPortable == cudaHostRegisterPortable, "and allocations and registrations");
     return uvmc_cfg.enabled && uvmc_cfg.pinned_threshold != 0 && size >= uvmc_cfg.pinned_threshold &&
            (flags & ~(unsigned)cudaHostAllocPortable) == 0 && !uvmc_tls_busy;
 }
 
-/* Returns the new mapping, or NULL (the caller then passes the request through). */
-static void *uvmc_subst_alloc(size_t size)
-{
-    struct uvmc_subst *e = malloc(sizeof *e);
-    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (!e || p == MAP_FAILED) {
-        free(e);
-        if (p != MAP_FAILED)
-            munmap(p, size);
-        uvmc_log(UVMC_LOG_WARN, "cannot map %zu pageable bytes; allocating them pinned as asked", size);
-        return NULL;
-    }
-    e->ptr = p;
-    e->size = size;
-    pthread_mutex_lock(&uvmc_subst_lock);
-    HASH_ADD_PTR(uvmc_subst_table, ptr, e);
-    atomic_fetch_add_explicit(&uvmc_subst_live, 1, memory_order_relaxed);
-    pthread_mutex_unlock(&uvmc_subst_lock);
-    atomic_fetch_add_explicit(&uvmc_stats.substituted, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&uvmc_stats.substituted_bytes, size, memory_order_relaxed);
-    uvmc_log(UVMC_LOG_DEBUG, "pinned request of %zu bytes served pageable at %p", size, p);
-    return p;
-}
+/* Serving lazily needs what the real call needs: a current context. The runtime's entry points set
+ * one up as the real call would (and a failure there, in a forked child say, sends the request to
+ * the real call to report); the driver's only look. */
+#define UVMC_LAZY_ALLOC(pp, size, flags, runtime, ok)                                                 \
+    if ((pp) && uvmc_lazy_candidate((size), (flags)) && uvmc_thread_context(runtime) &&              \
+        (*(pp) = uvmc_lazy_alloc((size), (flags))))                                                  \
+        return ok;
 
-/* Unmaps ptr if it is one of ours; false for any other pointer. */
-static bool uvmc_subst_release(void *ptr)
-{
-    if (!atomic_load_explicit(&uvmc_subst_live, memory_order_relaxed))
-        return false;
-    struct uvmc_subst *e;
-    pthread_mutex_lock(&uvmc_subst_lock);
-    HASH_FIND_PTR(uvmc_subst_table, &ptr, e);
-    if (e) {
-        HASH_DEL(uvmc_subst_table, e);
-        atomic_fetch_sub_explicit(&uvmc_subst_live, 1, memory_order_relaxed);
-    }
-    pthread_mutex_unlock(&uvmc_subst_lock);
-    if (!e)
-        return false;
-    munmap(e->ptr, e->size);
-    free(e);
-    return true;
-}
-
-/* Substitution needs what the real allocation needs: a current context. The runtime's entry
- * points set one up as the real call would (and a failure there, in a forked child say, sends
- * the request to the real call to report); the driver's only look. */
 cudaError_t cudaHostAlloc(void **ptr, size_t size, unsigned int flags)
 {
     UVMC_REAL_OR_RETURN(cudaHostAlloc, cudaErrorSharedObjectSymbolNotFound);
-    if (ptr && uvmc_substitutable(size, flags) && uvmc_thread_context(true) && (*ptr = uvmc_subst_alloc(size)))
-        return cudaSuccess;
+    UVMC_LAZY_ALLOC(ptr, size, flags, true, cudaSuccess);
     return uvmc_real.cudaHostAlloc(ptr, size, flags);
 }
 
 cudaError_t cudaMallocHost(void **ptr, size_t size)
 {
     UVMC_REAL_OR_RETURN(cudaMallocHost, cudaErrorSharedObjectSymbolNotFound);
-    if (ptr && uvmc_substitutable(size, 0) && uvmc_thread_context(true) && (*ptr = uvmc_subst_alloc(size)))
-        return cudaSuccess;
+    UVMC_LAZY_ALLOC(ptr, size, 0, true, cudaSuccess);
     return uvmc_real.cudaMallocHost(ptr, size);
 }
 
 CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int flags)
 {
     UVMC_REAL_OR_RETURN(cuMemHostAlloc, CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND);
-    if (pp && uvmc_substitutable(bytesize, flags) && uvmc_thread_context(false) && (*pp = uvmc_subst_alloc(bytesize)))
-        return CUDA_SUCCESS;
+    UVMC_LAZY_ALLOC(pp, bytesize, flags, false, CUDA_SUCCESS);
     return uvmc_real.cuMemHostAlloc(pp, bytesize, flags);
 }
 
 CUresult cuMemAllocHost_v2(void **pp, size_t bytesize)
 {
     UVMC_REAL_OR_RETURN(cuMemAllocHost_v2, CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND);
-    if (pp && uvmc_substitutable(bytesize, 0) && uvmc_thread_context(false) && (*pp = uvmc_subst_alloc(bytesize)))
-        return CUDA_SUCCESS;
+    UVMC_LAZY_ALLOC(pp, bytesize, 0, false, CUDA_SUCCESS);
     return uvmc_real.cuMemAllocHost_v2(pp, bytesize);
 }
 
-/* No device work can still touch a substituted buffer when it is freed: it is pageable memory,
- * which no kernel may access, and every copy into or out of pageable memory (ours included, see
- * engine.c) is complete when its call returns. So the free waits for nothing, and stays legal
- * while another thread captures a graph, as the real free is. */
+/* A free of a lazy buffer: unregistered first if it was pinned (as the real free would), then
+ * unmapped. The driver's code comes back in the runtime's terms; the two coincide for the codes a
+ * registration gives. */
 cudaError_t cudaFreeHost(void *ptr)
 {
     UVMC_REAL_OR_RETURN(cudaFreeHost, cudaErrorSharedObjectSymbolNotFound);
-    if (!uvmc_subst_release(ptr))
-        return uvmc_real.cudaFreeHost(ptr);
-    return cudaSuccess;
+    int r = uvmc_lazy_free(ptr);
+    return r < 0 ? uvmc_real.cudaFreeHost(ptr) : (cudaError_t)r;
 }
 
 CUresult cuMemFreeHost(void *p)
 {
     UVMC_REAL_OR_RETURN(cuMemFreeHost, CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND);
-    if (!uvmc_subst_release(p))
-        return uvmc_real.cuMemFreeHost(p);
-    return CUDA_SUCCESS;
+    int r = uvmc_lazy_free(p);
+    return r < 0 ? uvmc_real.cuMemFreeHost(p) : (CUresult)r;
+}
+
+/* PyTorch's pinned_use_cuda_host_register option and async checkpoint staging pin with a
+ * registration; a very large one fails with "invalid argument" (BRIEF §1, §9). Kept lazy like an
+ * allocation: nothing is locked until a use asks for it. Mapped, IoMemory and ReadOnly
+ * registrations pass through. */
+#define UVMC_LAZY_REGISTER(ptr, size, flags, runtime, ok)                                              \
+    if ((ptr) && uvmc_lazy_candidate((size), (flags)) && uvmc_thread_context(runtime)) {              \
+        uvmc_lazy_register((ptr), (size), (flags));                                                    \
+        return ok;                                                                                     \
+    }
+
+cudaError_t cudaHostRegister(void *ptr, size_t size, unsigned int flags)
+{
+    UVMC_REAL_OR_RETURN(cudaHostRegister, cudaErrorSharedObjectSymbolNotFound);
+    UVMC_LAZY_REGISTER(ptr, size, flags, true, cudaSuccess);
+    return uvmc_real.cudaHostRegister(ptr, size, flags);
+}
+
+CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags)
+{
+    UVMC_REAL_OR_RETURN(cuMemHostRegister_v2, CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND);
+    UVMC_LAZY_REGISTER(p, bytesize, Flags, false, CUDA_SUCCESS);
+    return uvmc_real.cuMemHostRegister_v2(p, bytesize, Flags);
+}
+
+CUresult cuMemHostRegister(void *p, size_t bytesize, unsigned int Flags)
+{
+    UVMC_REAL_OR_RETURN(cuMemHostRegister, CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND);
+    UVMC_LAZY_REGISTER(p, bytesize, Flags, false, CUDA_SUCCESS);
+    return uvmc_real.cuMemHostRegister(p, bytesize, Flags);
+}
+
+/* Unregistering a range still lazy forgets it; a converted one is unregistered for real. */
+cudaError_t cudaHostUnregister(void *ptr)
+{
+    UVMC_REAL_OR_RETURN(cudaHostUnregister, cudaErrorSharedObjectSymbolNotFound);
+    int r = uvmc_lazy_unregister(ptr);
+    return r < 0 ? uvmc_real.cudaHostUnregister(ptr) : (cudaError_t)r;
+}
+
+CUresult cuMemHostUnregister(void *p)
+{
+    UVMC_REAL_OR_RETURN(cuMemHostUnregister, CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND);
+    int r = uvmc_lazy_unregister(p);
+    return r < 0 ? uvmc_real.cuMemHostUnregister(p) : (CUresult)r;
 }

@@ -56,8 +56,9 @@ static const struct uvmc_api uvmc_runtime_api = {
 
 /* The four copy wrappers: the shared hot path, then the large-copy path. */
 #define UVMC_COPY_BODY(name, entry_, sync_, ptd_, stream_, ...)                                        \
-    UVMC_PASS_SMALL_COPY(name, cudaErrorSharedObjectSymbolNotFound, __VA_ARGS__)                    \
+    UVMC_PASS_SMALL_COPY(name, cudaErrorSharedObjectSymbolNotFound, dst, src, __VA_ARGS__)          \
     struct uvmc_copy c = {.api = &uvmc_runtime_api, .entry = entry_, .sync = sync_, .per_thread = ptd_, \
+                          .small = uvmc_small_,                                                     \
                           .dst = dst, .src = src, .count = count, .kind = kind, .stream = (CUstream)stream_}; \
     return (cudaError_t)uvmc_large_copy(&c);
 

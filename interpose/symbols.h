@@ -33,7 +33,76 @@
     X(cuMemAllocHost_v2, cuMemAllocHost_v2, DRIVER)                                \
     X(cuMemFreeHost, cuMemFreeHost, DRIVER)                                        \
     X(cuGetProcAddress, cuGetProcAddress, DRIVER)                                  \
-    X(cuGetProcAddress_v2, cuGetProcAddress_v2, DRIVER)
+    X(cuGetProcAddress_v2, cuGetProcAddress_v2, DRIVER)                                  \
+    /* every other use a lazily pinned buffer can see (hostalloc.c, observe.c) */ \
+    X(cudaHostRegister, cudaHostRegister, RUNTIME) \
+    X(cudaHostUnregister, cudaHostUnregister, RUNTIME) \
+    X(cudaPointerGetAttributes, cudaPointerGetAttributes, RUNTIME) \
+    X(cudaHostGetDevicePointer, cudaHostGetDevicePointer, RUNTIME) \
+    X(cudaHostGetFlags, cudaHostGetFlags, RUNTIME) \
+    X(cudaMemcpy2D, cudaMemcpy2D, RUNTIME) \
+    X(cudaMemcpy2D_ptds, cudaMemcpy2D, RUNTIME) \
+    X(cudaMemcpy2DAsync, cudaMemcpy2DAsync, RUNTIME) \
+    X(cudaMemcpy2DAsync_ptsz, cudaMemcpy2DAsync, RUNTIME) \
+    X(cudaMemcpy3D, cudaMemcpy3D, RUNTIME) \
+    X(cudaMemcpy3D_ptds, cudaMemcpy3D, RUNTIME) \
+    X(cudaMemcpy3DAsync, cudaMemcpy3DAsync, RUNTIME) \
+    X(cudaMemcpy3DAsync_ptsz, cudaMemcpy3DAsync, RUNTIME) \
+    X(cudaMemcpyToSymbol, cudaMemcpyToSymbol, RUNTIME) \
+    X(cudaMemcpyToSymbol_ptds, cudaMemcpyToSymbol, RUNTIME) \
+    X(cudaMemcpyToSymbolAsync, cudaMemcpyToSymbolAsync, RUNTIME) \
+    X(cudaMemcpyToSymbolAsync_ptsz, cudaMemcpyToSymbolAsync, RUNTIME) \
+    X(cudaMemcpyFromSymbol, cudaMemcpyFromSymbol, RUNTIME) \
+    X(cudaMemcpyFromSymbol_ptds, cudaMemcpyFromSymbol, RUNTIME) \
+    X(cudaMemcpyFromSymbolAsync, cudaMemcpyFromSymbolAsync, RUNTIME) \
+    X(cudaMemcpyFromSymbolAsync_ptsz, cudaMemcpyFromSymbolAsync, RUNTIME) \
+    X(cudaMemcpy2DToArray, cudaMemcpy2DToArray, RUNTIME) \
+    X(cudaMemcpy2DToArray_ptds, cudaMemcpy2DToArray, RUNTIME) \
+    X(cudaMemcpy2DToArrayAsync, cudaMemcpy2DToArrayAsync, RUNTIME) \
+    X(cudaMemcpy2DToArrayAsync_ptsz, cudaMemcpy2DToArrayAsync, RUNTIME) \
+    X(cudaMemcpy2DFromArray, cudaMemcpy2DFromArray, RUNTIME) \
+    X(cudaMemcpy2DFromArray_ptds, cudaMemcpy2DFromArray, RUNTIME) \
+    X(cudaMemcpy2DFromArrayAsync, cudaMemcpy2DFromArrayAsync, RUNTIME) \
+    X(cudaMemcpy2DFromArrayAsync_ptsz, cudaMemcpy2DFromArrayAsync, RUNTIME) \
+    X(cudaMemcpyToArray, cudaMemcpyToArray, RUNTIME) \
+    X(cudaMemcpyToArray_ptds, cudaMemcpyToArray, RUNTIME) \
+    X(cudaMemcpyToArrayAsync, cudaMemcpyToArrayAsync, RUNTIME) \
+    X(cudaMemcpyToArrayAsync_ptsz, cudaMemcpyToArrayAsync, RUNTIME) \
+    X(cudaMemcpyFromArray, cudaMemcpyFromArray, RUNTIME) \
+    X(cudaMemcpyFromArray_ptds, cudaMemcpyFromArray, RUNTIME) \
+    X(cudaMemcpyFromArrayAsync, cudaMemcpyFromArrayAsync, RUNTIME) \
+    X(cudaMemcpyFromArrayAsync_ptsz, cudaMemcpyFromArrayAsync, RUNTIME) \
+    X(cuMemHostRegister, cuMemHostRegister, DRIVER) \
+    X(cuMemHostRegister_v2, cuMemHostRegister_v2, DRIVER) \
+    X(cuMemHostUnregister, cuMemHostUnregister, DRIVER) \
+    X(cuPointerGetAttribute, cuPointerGetAttribute, DRIVER) \
+    X(cuPointerGetAttributes, cuPointerGetAttributes, DRIVER) \
+    X(cuMemHostGetDevicePointer_v2, cuMemHostGetDevicePointer_v2, DRIVER) \
+    X(cuMemHostGetFlags, cuMemHostGetFlags, DRIVER) \
+    X(cuMemcpyHtoD, cuMemcpyHtoD, DRIVER) \
+    X(cuMemcpyHtoD_v2, cuMemcpyHtoD_v2, DRIVER) \
+    X(cuMemcpyHtoD_v2_ptds, cuMemcpyHtoD_v2, DRIVER) \
+    X(cuMemcpyHtoDAsync, cuMemcpyHtoDAsync, DRIVER) \
+    X(cuMemcpyHtoDAsync_v2, cuMemcpyHtoDAsync_v2, DRIVER) \
+    X(cuMemcpyHtoDAsync_v2_ptsz, cuMemcpyHtoDAsync_v2, DRIVER) \
+    X(cuMemcpy2D_v2, cuMemcpy2D_v2, DRIVER) \
+    X(cuMemcpy2D_v2_ptds, cuMemcpy2D_v2, DRIVER) \
+    X(cuMemcpy2DUnaligned_v2, cuMemcpy2DUnaligned_v2, DRIVER) \
+    X(cuMemcpy2DUnaligned_v2_ptds, cuMemcpy2DUnaligned_v2, DRIVER) \
+    X(cuMemcpy2DAsync_v2, cuMemcpy2DAsync_v2, DRIVER) \
+    X(cuMemcpy2DAsync_v2_ptsz, cuMemcpy2DAsync_v2, DRIVER) \
+    X(cuMemcpy3D_v2, cuMemcpy3D_v2, DRIVER) \
+    X(cuMemcpy3D_v2_ptds, cuMemcpy3D_v2, DRIVER) \
+    X(cuMemcpy3DAsync_v2, cuMemcpy3DAsync_v2, DRIVER) \
+    X(cuMemcpy3DAsync_v2_ptsz, cuMemcpy3DAsync_v2, DRIVER) \
+    X(cuMemcpyHtoA_v2, cuMemcpyHtoA_v2, DRIVER) \
+    X(cuMemcpyHtoA_v2_ptds, cuMemcpyHtoA_v2, DRIVER) \
+    X(cuMemcpyHtoAAsync_v2, cuMemcpyHtoAAsync_v2, DRIVER) \
+    X(cuMemcpyHtoAAsync_v2_ptsz, cuMemcpyHtoAAsync_v2, DRIVER) \
+    X(cuMemcpyAtoH_v2, cuMemcpyAtoH_v2, DRIVER) \
+    X(cuMemcpyAtoH_v2_ptds, cuMemcpyAtoH_v2, DRIVER) \
+    X(cuMemcpyAtoHAsync_v2, cuMemcpyAtoHAsync_v2, DRIVER) \
+    X(cuMemcpyAtoHAsync_v2_ptsz, cuMemcpyAtoHAsync_v2, DRIVER)
 
 /* One more export is not in this table: dlsym (x86-64 only), an assembly stub that must jump to
  * glibc's with the caller's return address intact (dlsym_x86_64.S, dlsym.c); CMake adds it to the
@@ -64,6 +133,8 @@
     X(cuDeviceGetAttribute, 2000, PFN_cuDeviceGetAttribute_v2000, 1)          \
     X(cuMemHostAlloc, 2020, PFN_cuMemHostAlloc_v2020, 0)                      \
     X(cuMemFreeHost, 2000, PFN_cuMemFreeHost_v2000, 0)                        \
-    X(cuThreadExchangeStreamCaptureMode, 10010, PFN_cuThreadExchangeStreamCaptureMode_v10010, 0)
+    X(cuThreadExchangeStreamCaptureMode, 10010, PFN_cuThreadExchangeStreamCaptureMode_v10010, 0) \
+    X(cuMemHostRegister, 6050, PFN_cuMemHostRegister_v6050, 0)                \
+    X(cuMemHostUnregister, 4000, PFN_cuMemHostUnregister_v4000, 0)
 
 #endif

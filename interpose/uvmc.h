@@ -6,6 +6,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* Every legacy, _v2, _ptds and _ptsz driver name declared under its own spelling (no renaming
  * macros), so each interposed symbol is written as exported and type-checked against its own
@@ -100,15 +101,68 @@ void uvmc_report_missing(const char *name);
         return missing;                                                                  \
     }
 
+/* ---- lazy.c: lazily pinned buffers (hostalloc.c serves them, every observed use decides) ---- */
+/* Bounds of the buffers whose first use is still to come; hi is 0 while there are none, so the hot
+ * path pays one load and one comparison. */
+extern atomic_uintptr_t uvmc_lazy_lo, uvmc_lazy_hi;
+/* True when [p, p+n) may overlap a buffer whose first use is still to come. */
+static inline bool uvmc_lazy_maybe(const void *p, size_t n)
+{
+    uintptr_t hi = atomic_load_explicit(&uvmc_lazy_hi, memory_order_acquire), a = (uintptr_t)p;
+    if (UVMC_LIKELY(hi == 0) || a >= hi)
+        return false;
+    uintptr_t b = n > UINTPTR_MAX - a ? UINTPTR_MAX : a + (n ? n : 1);
+    return b > atomic_load_explicit(&uvmc_lazy_lo, memory_order_relaxed);
+}
+/* The same for two ranges of n bytes (a copy's destination and source): while no buffer waits,
+ * one load and two comparisons. */
+static inline bool uvmc_lazy_maybe2(const void *a, const void *b, size_t n)
+{
+    uintptr_t hi = atomic_load_explicit(&uvmc_lazy_hi, memory_order_acquire);
+    if (UVMC_LIKELY((uintptr_t)a >= hi && (uintptr_t)b >= hi))
+        return false;
+    return uvmc_lazy_maybe(a, n) || uvmc_lazy_maybe(b, n);
+}
+/* Converts every still-undecided buffer overlapping [p, p+n) into pinned memory (slow path). */
+void uvmc_lazy_touch(const void *p, size_t n);
+/* Any use of [p, p+n) but a split copy's destination: pinned memory first. */
+static inline void uvmc_lazy_use(const void *p, size_t n)
+{
+    if (UVMC_UNLIKELY(uvmc_lazy_maybe(p, n)))
+        uvmc_lazy_touch(p, n);
+}
+/* [p, p+n) is the destination of a split copy out of managed memory: undecided buffers there stay
+ * pageable for good. */
+void uvmc_lazy_claim(const void *p, size_t n);
+/* A lazily committed, huge-page-advised mapping of size bytes, recorded undecided; NULL on failure
+ * (the caller then passes the request through). flags: the caller's (Portable or 0). */
+void *uvmc_lazy_alloc(size_t size, unsigned flags);
+/* Records the caller's [ptr, ptr+size) as registered lazily (nothing locked yet). */
+void uvmc_lazy_register(void *ptr, size_t size, unsigned flags);
+/* Frees an allocation of ours (unregistering it first if it was converted): 0 or the driver's
+ * CUresult; -1 when ptr is not one. */
+int uvmc_lazy_free(void *ptr);
+/* Forgets a lazy registration (unregistering it if it was converted): 0 or the driver's CUresult;
+ * -1 when ptr is not one. */
+int uvmc_lazy_unregister(void *ptr);
+void uvmc_lazy_atfork_prepare(void);
+void uvmc_lazy_atfork_release(void);
+
 /* The hot path every copy wrapper shares (runtime.c, driver.c): init and resolve, then one
  * comparison; below the threshold (or beneath the library's own path) the real call, counted only
- * when stats = on. The wrapper continues with the large-copy path. */
-#define UVMC_PASS_SMALL_COPY(name, missing, ...)                                              \
+ * when stats = on, unless the copy touches a lazily pinned buffer whose first use is still to come
+ * (one more load and comparison while there is none): such a copy continues, marked small, on the
+ * large-copy path, which pins the buffer first. The wrapper continues with the large-copy path. */
+#define UVMC_PASS_SMALL_COPY(name, missing, dstp, srcp, ...)                                  \
     UVMC_REAL_OR_RETURN(name, missing);                                                       \
+    bool uvmc_small_ = false;                                                                 \
     if (UVMC_LIKELY(count < uvmc_hot_threshold) || uvmc_tls_busy) {                           \
-        if (UVMC_UNLIKELY(uvmc_cfg.stats))                                                    \
-            atomic_fetch_add_explicit(&uvmc_stats.passed_small, 1, memory_order_relaxed);     \
-        return uvmc_real.name(__VA_ARGS__);                                                   \
+        if (UVMC_LIKELY(!uvmc_lazy_maybe2((dstp), (srcp), count)) || uvmc_tls_busy) {         \
+            if (UVMC_UNLIKELY(uvmc_cfg.stats))                                                \
+                atomic_fetch_add_explicit(&uvmc_stats.passed_small, 1, memory_order_relaxed); \
+            return uvmc_real.name(__VA_ARGS__);                                               \
+        }                                                                                     \
+        uvmc_small_ = true;                                                                   \
     }
 
 /* ---- dlsym.c ---- */
@@ -130,8 +184,9 @@ struct uvmc_stats {
     atomic_ullong passed_large; /* at or above threshold but not managed-to-host: passed through */
     atomic_ullong passed_small; /* below threshold (counted only when stats = on) */
     atomic_ullong hint_failures;
-    atomic_ullong substituted;       /* pinned requests served with pageable memory */
-    atomic_ullong substituted_bytes; /* bytes those requests asked for (mapped, not committed) */
+    atomic_ullong substituted;       /* pinned requests and registrations served lazily */
+    atomic_ullong substituted_bytes; /* bytes those asked for (mapped, not committed or locked) */
+    atomic_ullong converted;         /* lazy buffers pinned at their first use */
     atomic_ullong host_engine;       /* split copies that ran on the host engine */
     atomic_ullong staged;            /* split copies fed through the staging ring */
 };
@@ -192,6 +247,7 @@ struct uvmc_copy {
     int entry;                    /* which entry point, for api->block and api->passthrough */
     bool sync;                    /* a synchronous entry: returns after the last byte landed */
     bool per_thread;              /* a _ptds/_ptsz entry: stream 0 is the per-thread stream */
+    bool small;                   /* below the threshold: only here to pin a lazy buffer it touches */
     void *dst;
     const void *src;
     size_t count;                 /* bytes */

@@ -674,7 +674,7 @@ static bool reported_pinned(void *p)
     return a.type == cudaMemoryTypeHost;
 }
 
-START_TEST(large_pinned_requests_become_lazy_pageable)
+START_TEST(large_pinned_requests_are_served_lazily)
 {
     size_t thr = test_cfg.pinned_threshold, n = 64 * thr;
     unsigned long long pinned0 = uvmsim_pinned_bytes();
@@ -688,8 +688,11 @@ START_TEST(large_pinned_requests_become_lazy_pageable)
     long grown = rss_kib() - rss0;
     ck_assert_int_ge(grown, (long)(thr >> 10) - 64);
     ck_assert_int_lt(grown, (long)(2 * thr >> 10) + 1024);
-    ck_assert(!reported_pinned(p));
+    ck_assert_uint_eq(uvmsim_pinned_bytes(), pinned0);      /* CPU writes decide nothing */
+    ck_assert(reported_pinned(p + n / 2));                   /* a query is a use: pinned first */
+    ck_assert_uint_eq(uvmsim_pinned_bytes(), pinned0 + n);
     ck_assert_int_eq(cudaFreeHost(p), cudaSuccess);
+    ck_assert_uint_eq(uvmsim_pinned_bytes(), pinned0);      /* unregistered, then unmapped */
     ck_assert_int_lt(rss_kib() - rss0, 1024);                 /* back to the baseline */
 }
 END_TEST
@@ -707,9 +710,11 @@ START_TEST(every_allocation_entry_point_substitutes_at_threshold)
     ck_assert_int_eq(cudaHostAlloc(&below, thr - 1, cudaHostAllocDefault), cudaSuccess);
     ck_assert_uint_eq(uvmsim_pinned_bytes(), pinned0 + thr - 1); /* below: really pinned */
     ck_assert(reported_pinned(below));
-    ck_assert(!reported_pinned(a) && !reported_pinned(b) && !reported_pinned(c) && !reported_pinned(d));
-    ck_assert_int_eq(cudaFreeHost(a), cudaSuccess);
-    ck_assert_int_eq(cudaFreeHost(b), cudaSuccess);
+    ck_assert_uint_eq(uvmsim_pinned_bytes(), pinned0 + thr - 1); /* the lazy ones: not yet */
+    ck_assert(reported_pinned(a) && reported_pinned(c)); /* pinned at their first use */
+    ck_assert_uint_eq(uvmsim_pinned_bytes(), pinned0 + 3 * thr - 1);
+    ck_assert_int_eq(cudaFreeHost(a), cudaSuccess); /* converted */
+    ck_assert_int_eq(cudaFreeHost(b), cudaSuccess); /* still undecided */
     ck_assert_int_eq(cuMemFreeHost(c), CUDA_SUCCESS);
     ck_assert_int_eq(cuMemFreeHost(d), CUDA_SUCCESS);
     ck_assert_int_eq(cudaFreeHost(below), cudaSuccess);
@@ -739,23 +744,48 @@ START_TEST(mapped_or_write_combined_requests_stay_pinned)
 }
 END_TEST
 
-START_TEST(substituted_pointer_reports_pageable)
+START_TEST(lazy_buffer_keeps_every_promise_of_pinned_memory)
 {
-    /* Reported as what it is, pageable memory, exactly like a malloc'd pointer: no caller is
-     * told it may hand it to the device. */
-    void *p = NULL;
+    /* Its first query makes it what CUDA promised: page-locked, mapped for the device, with flags
+     * and a device pointer; a malloc'd pointer still reports pageable. */
+    uint8_t *p = NULL;
     unsigned flags = 77;
-    void *dev = (void *)1;
-    ck_assert_int_eq(cudaHostAlloc(&p, test_cfg.pinned_threshold, cudaHostAllocDefault), cudaSuccess);
-    void *ptrs[] = {p, pageable};
-    for (size_t k = 0; k < 2; k++) {
-        struct cudaPointerAttributes a;
-        ck_assert_int_eq(cudaPointerGetAttributes(&a, ptrs[k]), cudaSuccess);
-        ck_assert_int_eq(a.type, cudaMemoryTypeUnregistered);
-        ck_assert_int_eq(cudaHostGetFlags(&flags, ptrs[k]), cudaErrorInvalidValue);
-        ck_assert_int_eq(cudaHostGetDevicePointer(&dev, ptrs[k], 0), cudaErrorInvalidValue);
-        cudaGetLastError();
-    }
+    void *dev = NULL;
+    size_t n = test_cfg.pinned_threshold;
+    ck_assert_int_eq(cudaHostAlloc((void **)&p, n, cudaHostAllocDefault), cudaSuccess);
+    struct cudaPointerAttributes a;
+    ck_assert_int_eq(cudaPointerGetAttributes(&a, p + 100), cudaSuccess);
+    ck_assert_int_eq(a.type, cudaMemoryTypeHost);
+    ck_assert_int_eq(cudaHostGetFlags(&flags, p), cudaSuccess);
+    ck_assert_int_eq(cudaHostGetDevicePointer(&dev, p, 0), cudaSuccess);
+    ck_assert_ptr_nonnull(dev);
+    ck_assert_int_eq(uvmsim_device_access(p, n), CUDA_SUCCESS); /* a kernel may read it */
+    ck_assert_int_eq(cudaPointerGetAttributes(&a, pageable), cudaSuccess);
+    ck_assert_int_eq(a.type, cudaMemoryTypeUnregistered);
+    ck_assert_int_eq(cudaHostGetDevicePointer(&dev, pageable, 0), cudaErrorInvalidValue);
+    cudaGetLastError();
+    ck_assert_int_eq(cudaFreeHost(p), cudaSuccess);
+}
+END_TEST
+
+START_TEST(split_copy_destination_stays_pageable)
+{
+    /* The checkpoint destination: the first use is a split copy out of managed memory, so it stays
+     * pageable for good and nothing is ever locked; later queries say so. */
+    uint8_t *p = NULL;
+    size_t n = big > test_cfg.pinned_threshold ? big : test_cfg.pinned_threshold;
+    unsigned long long pinned0 = uvmsim_pinned_bytes();
+    ck_assert_int_eq(cudaHostAlloc((void **)&p, n + GUARD, cudaHostAllocDefault), cudaSuccess);
+    memset(p, 0xEE, n + GUARD);
+    ck_assert_int_eq(cudaMemcpyAsync(p, managed, n, cudaMemcpyDeviceToHost, 0), cudaSuccess);
+    expect_bytes(p, managed, n); /* complete on return: pageable */
+    struct cudaPointerAttributes a;
+    ck_assert_int_eq(cudaPointerGetAttributes(&a, p), cudaSuccess);
+    ck_assert_int_eq(a.type, cudaMemoryTypeUnregistered);
+    /* the only page-locked bytes: the staging ring of the copy engine, at most depth slots */
+    ck_assert_uint_le(uvmsim_pinned_bytes(), pinned0 + test_cfg.depth * test_cfg.chunk_size);
+    ck_assert_uint_lt(uvmsim_pinned_bytes(), pinned0 + n);
+    ck_assert_uint_eq(uvmsim_calls("cuMemHostRegister_v2"), 0);
     ck_assert_int_eq(cudaFreeHost(p), cudaSuccess);
 }
 END_TEST
@@ -784,13 +814,12 @@ static void *capture_thread(void *arg)
 
 START_TEST(free_during_another_threads_capture_keeps_it_valid)
 {
-    /* Freeing a substituted buffer waits for nothing, so it is legal while another thread captures
-     * (as the real free is) and leaves that capture valid. */
+    /* Freeing a lazy buffer still undecided waits for nothing, so it is legal while another thread
+     * captures and leaves that capture valid (a converted one is unregistered, as the real free). */
     int modes[] = {cudaStreamCaptureModeGlobal, cudaStreamCaptureModeThreadLocal, cudaStreamCaptureModeRelaxed};
     for (int k = 0; k < 3; k++) {
         void *p = NULL;
         ck_assert_int_eq(cudaHostAlloc(&p, test_cfg.pinned_threshold, cudaHostAllocDefault), cudaSuccess);
-        ck_assert(!reported_pinned(p));
         struct capturer c = {.mode = modes[k]};
         pthread_barrier_init(&c.started, NULL, 2);
         pthread_barrier_init(&c.freed, NULL, 2);
@@ -842,6 +871,7 @@ START_TEST(pytorch_checkpoint_sequence)
     ck_assert_uint_ge(n, test_cfg.threshold);
     ck_assert_uint_ge(pow2, test_cfg.pinned_threshold);
     uvmsim_reset();
+    unsigned long long pinned0 = uvmsim_pinned_bytes();
     cudaStream_t s;
     cudaEvent_t ev;
     uint8_t *dst = NULL;
@@ -856,7 +886,7 @@ START_TEST(pytorch_checkpoint_sequence)
     expect_bytes(dst, managed, n);
     ck_assert_uint_eq(uvmsim_calls("cudaMemcpyAsync"), 0); /* the host engine ran */
     ck_assert_uint_eq(uvmsim_stat("host_functions"), 0);
-    ck_assert_uint_eq(uvmsim_pinned_peak(), 0);            /* nothing was locked */
+    ck_assert_uint_eq(uvmsim_pinned_peak(), pinned0);      /* nothing was locked */
     ck_assert_uint_eq(uvmsim_stat("migrations_to_host") + uvmsim_stat("migrations_to_device"), 0);
     /* Freed right after another copy into it: a copy into pageable memory has landed when its
      * call returns, so nothing can still write there. */
@@ -953,10 +983,11 @@ int main(int argc, char **argv)
             fprintf(stderr, "test_interpose pinned: run with pinned_threshold 1..4MiB, threshold <= 9MiB\n");
             return 1;
         }
-        tcase_add_test(tc, large_pinned_requests_become_lazy_pageable);
+        tcase_add_test(tc, large_pinned_requests_are_served_lazily);
         tcase_add_test(tc, every_allocation_entry_point_substitutes_at_threshold);
         tcase_add_test(tc, mapped_or_write_combined_requests_stay_pinned);
-        tcase_add_test(tc, substituted_pointer_reports_pageable);
+        tcase_add_test(tc, lazy_buffer_keeps_every_promise_of_pinned_memory);
+        tcase_add_test(tc, split_copy_destination_stays_pageable);
         tcase_add_test(tc, free_during_another_threads_capture_keeps_it_valid);
         tcase_add_test(tc, substituted_allocation_sets_up_the_context);
         tcase_add_test(tc, pytorch_checkpoint_sequence);

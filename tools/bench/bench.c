@@ -87,11 +87,17 @@ __attribute__((noinline, used)) void uvmc_bench_loop(void *dst, const void *src,
         cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, s);
 }
 
-/* passthrough CALLS: below-threshold copies (4 KiB, managed to pinned) on one stream. */
-static int child_passthrough(long calls)
+/* passthrough CALLS [lazy]: below-threshold copies (4 KiB, managed to pinned) on one stream; with
+ * "lazy", while a lazily pinned buffer (pinned_threshold bytes, never used) is alive elsewhere. */
+static int child_passthrough(long calls, bool lazy)
 {
-    void *src, *dst;
+    void *src, *dst, *idle = NULL;
     cudaStream_t s;
+    if (lazy) {
+        struct uvmc_config cfg;
+        uvmc_config_load(&cfg, environ, NULL, NULL);
+        CK(cudaHostAlloc(&idle, cfg.pinned_threshold ? cfg.pinned_threshold : MIB, cudaHostAllocDefault));
+    }
     CK(cudaMallocManaged(&src, 1 * MIB, cudaMemAttachGlobal));
     CK(cudaMallocHost(&dst, 1 * MIB));
     CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
@@ -227,7 +233,7 @@ static int child_scale(size_t size)
 static int child_main(int argc, char **argv)
 {
     if (argc >= 2 && !strcmp(argv[0], "passthrough"))
-        return child_passthrough(atol(argv[1]));
+        return child_passthrough(atol(argv[1]), argc >= 3 && !strcmp(argv[2], "lazy"));
     if (argc >= 3 && !strcmp(argv[0], "above"))
         return child_above((size_t)strtoull(argv[1], NULL, 10), atoi(argv[2]));
     if (argc >= 2 && !strcmp(argv[0], "scale"))
@@ -284,7 +290,8 @@ int uvmc_bench_run_child(char *const argv[], const char *lib, char *const extra_
 static char *const tiny_env[] = {"UVMCHUNK_THRESHOLD=1MiB", "UVMCHUNK_CHUNK_SIZE=256KiB", NULL};
 
 /* Total instructions callgrind counted inside uvmc_bench_loop; -1 when unavailable. */
-static long long callgrind_ir(const char *lib, long calls, unsigned long long *queries, unsigned long long *reached)
+static long long callgrind_ir(const char *lib, long calls, bool lazy, unsigned long long *queries,
+                              unsigned long long *reached)
 {
     char out_file[64], calls_s[32], buf[4096];
     snprintf(out_file, sizeof out_file, "/tmp/uvmchunk-bench.%d.cg", (int)getpid());
@@ -292,8 +299,9 @@ static long long callgrind_ir(const char *lib, long calls, unsigned long long *q
     char out_opt[96];
     snprintf(out_opt, sizeof out_opt, "--callgrind-out-file=%s", out_file);
     char *argv[] = {"valgrind", "--tool=callgrind", "--toggle-collect=uvmc_bench_loop", out_opt,
-                    "--quiet", (char *)uvmc_bench_self, "--child", "passthrough", calls_s, NULL};
-    char *plain[] = {(char *)uvmc_bench_self, "--child", "passthrough", calls_s, NULL};
+                    "--quiet", (char *)uvmc_bench_self, "--child", "passthrough", calls_s,
+                    lazy ? "lazy" : NULL, NULL};
+    char *plain[] = {(char *)uvmc_bench_self, "--child", "passthrough", calls_s, lazy ? "lazy" : NULL, NULL};
     int rc = uvmc_bench_run_child(tiny ? plain : argv, lib, NULL, buf, sizeof buf);
     if (rc != 0)
         return -1;
@@ -341,9 +349,11 @@ static int driver(void)
     long calls = tiny ? 1000 : 100000;
     if (tiny || have_valgrind()) {
         unsigned long long q_with = 0, q_without = 0, reach_with = 0, reach_without = 0;
-        long long with = callgrind_ir(lib_path, calls, &q_with, &reach_with);
-        long long without = callgrind_ir(NULL, calls, &q_without, &reach_without);
-        if (with < 0 || without < 0) {
+        unsigned long long q_lazy = 0, reach_lazy = 0;
+        long long with = callgrind_ir(lib_path, calls, false, &q_with, &reach_with);
+        long long with_lazy = callgrind_ir(lib_path, calls, true, &q_lazy, &reach_lazy);
+        long long without = callgrind_ir(NULL, calls, false, &q_without, &reach_without);
+        if (with < 0 || with_lazy < 0 || without < 0) {
             row("pass-through: added instructions per call", "measurement failed", "<= 50", "NO");
             bad++;
         } else if (tiny) {
@@ -352,6 +362,10 @@ static int driver(void)
             double per = (double)(with - without) / (double)calls;
             snprintf(v, sizeof v, "%.1f (%lld - %lld Ir)/%ld", per, with, without, calls);
             row("pass-through: added instructions per call", v, "<= 50", per <= 50 ? "yes" : "NO");
+            bad += per > 50;
+            per = (double)(with_lazy - without) / (double)calls;
+            snprintf(v, sizeof v, "%.1f (%lld - %lld Ir)/%ld", per, with_lazy, without, calls);
+            row("  the same with a lazy buffer alive", v, "<= 50", per <= 50 ? "yes" : "NO");
             bad += per > 50;
         }
         snprintf(v, sizeof v, "%llu in %ld calls (reached %llu)", q_with, calls, reach_with);

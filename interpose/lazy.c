@@ -1,0 +1,204 @@
+/* lazy.c: lazily pinned buffers. A large page-locked request is served (or registered) lazily; its
+ * first use the library can observe decides what it becomes: the destination of a split copy out of
+ * managed memory stays pageable (only the bytes written become resident, nothing is locked); any
+ * other use makes it real pinned memory first, so every promise of pinned memory holds (BRIEF §8). */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <uthash.h>
+
+#include "uvmc.h"
+
+enum uvmc_lazy_state {
+    UVMC_LAZY_UNDECIDED, /* no use seen yet */
+    UVMC_LAZY_PAGEABLE,  /* a split copy's destination, or a failed conversion: pageable for good */
+    UVMC_LAZY_PINNED,    /* converted: registered with the driver */
+};
+
+struct uvmc_lazy {
+    void *ptr;
+    size_t size;        /* bytes */
+    unsigned flags;     /* what the caller asked for (Portable or not) */
+    bool mapped;        /* our mapping (an allocation), else the caller's memory (a registration) */
+    enum uvmc_lazy_state state;
+    UT_hash_handle hh;
+};
+
+static struct uvmc_lazy *uvmc_lazy_table;
+/* Held across a conversion too, so racing first uses convert a buffer once. */
+static pthread_mutex_t uvmc_lazy_lock = PTHREAD_MUTEX_INITIALIZER;
+static atomic_size_t uvmc_lazy_live;     /* entries in the table: frees skip the lock while 0 */
+atomic_uintptr_t uvmc_lazy_lo, uvmc_lazy_hi; /* bounds of the undecided buffers; hi 0 when none */
+
+/* Under the lock: the bounds the hot path checks, over the buffers still undecided. */
+static void uvmc_lazy_bounds_locked(void)
+{
+    uintptr_t lo = UINTPTR_MAX, hi = 0;
+    for (struct uvmc_lazy *e = uvmc_lazy_table; e; e = e->hh.next)
+        if (e->state == UVMC_LAZY_UNDECIDED) {
+            if ((uintptr_t)e->ptr < lo)
+                lo = (uintptr_t)e->ptr;
+            if ((uintptr_t)e->ptr + e->size > hi)
+                hi = (uintptr_t)e->ptr + e->size;
+        }
+    atomic_store_explicit(&uvmc_lazy_lo, hi ? lo : 0, memory_order_relaxed);
+    atomic_store_explicit(&uvmc_lazy_hi, hi, memory_order_release);
+}
+
+static void uvmc_lazy_add(void *ptr, size_t size, unsigned flags, bool mapped)
+{
+    struct uvmc_lazy *e = malloc(sizeof *e);
+    if (!e)
+        return;
+    *e = (struct uvmc_lazy){.ptr = ptr, .size = size, .flags = flags, .mapped = mapped, .state = UVMC_LAZY_UNDECIDED};
+    pthread_mutex_lock(&uvmc_lazy_lock);
+    HASH_ADD_PTR(uvmc_lazy_table, ptr, e);
+    atomic_fetch_add_explicit(&uvmc_lazy_live, 1, memory_order_relaxed);
+    uvmc_lazy_bounds_locked();
+    pthread_mutex_unlock(&uvmc_lazy_lock);
+}
+
+void *uvmc_lazy_alloc(size_t size, unsigned flags)
+{
+    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) {
+        uvmc_log(UVMC_LOG_WARN, "cannot map %zu pageable bytes; allocating them pinned as asked", size);
+        return NULL;
+    }
+    /* First touch of 20 GiB in 4 KiB pages is five million faults; huge pages where the kernel can. */
+    madvise(p, size, MADV_HUGEPAGE);
+    uvmc_lazy_add(p, size, flags, true);
+    atomic_fetch_add_explicit(&uvmc_stats.substituted, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&uvmc_stats.substituted_bytes, size, memory_order_relaxed);
+    uvmc_log(UVMC_LOG_DEBUG, "pinned request of %zu bytes served lazily at %p", size, p);
+    return p;
+}
+
+void uvmc_lazy_register(void *ptr, size_t size, unsigned flags)
+{
+    uvmc_lazy_add(ptr, size, flags, false);
+    atomic_fetch_add_explicit(&uvmc_stats.substituted, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&uvmc_stats.substituted_bytes, size, memory_order_relaxed);
+    uvmc_log(UVMC_LOG_DEBUG, "registration of %zu bytes at %p kept lazy", size, ptr);
+}
+
+/* Under the lock: registers e with the driver, in relaxed capture mode so another thread's
+ * capture is not disturbed (a registration is a "potentially unsafe" call, BRIEF §7). Allocations
+ * are mapped for the device whatever their flags, as CUDA maps every host allocation under unified
+ * addressing. A failure leaves the buffer pageable for good, said once per buffer. */
+static void uvmc_lazy_convert_locked(struct uvmc_lazy *e)
+{
+    unsigned flags = CU_MEMHOSTREGISTER_DEVICEMAP | (e->flags & CU_MEMHOSTALLOC_PORTABLE ? CU_MEMHOSTREGISTER_PORTABLE : 0);
+    /* A registration needs a current context: the runtime sets one up as the caller's runtime call
+     * would; a thread with none (a driver caller's) keeps the buffer undecided, and the real call
+     * then gives its own answer. */
+    if (!uvmc_thread_context(true))
+        return;
+    CUresult r = CUDA_ERROR_NOT_INITIALIZED;
+    if (uvmc_driver_ready() && uvmc_drv.cuMemHostRegister) {
+        CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+        bool exchanged = uvmc_drv.cuThreadExchangeStreamCaptureMode &&
+                         uvmc_drv.cuThreadExchangeStreamCaptureMode(&mode) == CUDA_SUCCESS;
+        r = uvmc_drv.cuMemHostRegister(e->ptr, e->size, flags);
+        if (exchanged)
+            uvmc_drv.cuThreadExchangeStreamCaptureMode(&mode);
+    }
+    if (r == CUDA_SUCCESS) {
+        e->state = UVMC_LAZY_PINNED;
+        atomic_fetch_add_explicit(&uvmc_stats.converted, 1, memory_order_relaxed);
+        uvmc_log(UVMC_LOG_DEBUG, "lazy buffer of %zu bytes at %p pinned at its first use", e->size, e->ptr);
+    } else {
+        e->state = UVMC_LAZY_PAGEABLE;
+        uvmc_log(UVMC_LOG_WARN, "cannot pin the %zu-byte buffer at %p at its first use (CUresult %d); it stays pageable",
+                 e->size, e->ptr, (int)r);
+    }
+}
+
+void uvmc_lazy_touch(const void *p, size_t n)
+{
+    if (uvmc_tls_busy) /* the library's own calls: its staging and blocks never decide anything */
+        return;
+    uintptr_t a = (uintptr_t)p, b = n ? a + n : a + 1;
+    uvmc_tls_busy++;
+    pthread_mutex_lock(&uvmc_lazy_lock);
+    bool changed = false;
+    for (struct uvmc_lazy *e = uvmc_lazy_table; e; e = e->hh.next)
+        if (e->state == UVMC_LAZY_UNDECIDED && a < (uintptr_t)e->ptr + e->size && b > (uintptr_t)e->ptr) {
+            uvmc_lazy_convert_locked(e);
+            changed = true;
+        }
+    if (changed)
+        uvmc_lazy_bounds_locked();
+    pthread_mutex_unlock(&uvmc_lazy_lock);
+    uvmc_tls_busy--;
+}
+
+void uvmc_lazy_claim(const void *p, size_t n)
+{
+    if (!uvmc_lazy_maybe(p, n))
+        return;
+    uintptr_t a = (uintptr_t)p, b = a + n;
+    pthread_mutex_lock(&uvmc_lazy_lock);
+    bool changed = false;
+    for (struct uvmc_lazy *e = uvmc_lazy_table; e; e = e->hh.next)
+        if (e->state == UVMC_LAZY_UNDECIDED && a < (uintptr_t)e->ptr + e->size && b > (uintptr_t)e->ptr) {
+            e->state = UVMC_LAZY_PAGEABLE;
+            changed = true;
+            uvmc_log(UVMC_LOG_DEBUG, "lazy buffer at %p is a split copy's destination: stays pageable", e->ptr);
+        }
+    if (changed)
+        uvmc_lazy_bounds_locked();
+    pthread_mutex_unlock(&uvmc_lazy_lock);
+}
+
+/* Removes the entry starting at ptr if it is an allocation (mapped) or a registration (!mapped);
+ * NULL when there is none. */
+static struct uvmc_lazy *uvmc_lazy_take(void *ptr, bool mapped)
+{
+    if (!atomic_load_explicit(&uvmc_lazy_live, memory_order_relaxed))
+        return NULL;
+    struct uvmc_lazy *e;
+    pthread_mutex_lock(&uvmc_lazy_lock);
+    HASH_FIND_PTR(uvmc_lazy_table, &ptr, e);
+    if (e && e->mapped == mapped) {
+        HASH_DEL(uvmc_lazy_table, e);
+        atomic_fetch_sub_explicit(&uvmc_lazy_live, 1, memory_order_relaxed);
+        uvmc_lazy_bounds_locked();
+    } else {
+        e = NULL;
+    }
+    pthread_mutex_unlock(&uvmc_lazy_lock);
+    return e;
+}
+
+/* Converted: unregistered as the real call would (the driver waits for what it queued on it).
+ * Still pageable: only the library's split copies ever wrote it, and each had landed when it
+ * returned, so nothing queued can still touch it. */
+static int uvmc_lazy_drop(struct uvmc_lazy *e)
+{
+    int r = 0;
+    if (e->state == UVMC_LAZY_PINNED && uvmc_drv.cuMemHostUnregister)
+        r = uvmc_drv.cuMemHostUnregister(e->ptr);
+    if (e->mapped)
+        munmap(e->ptr, e->size);
+    free(e);
+    return r;
+}
+
+int uvmc_lazy_free(void *ptr)
+{
+    struct uvmc_lazy *e = uvmc_lazy_take(ptr, true);
+    return e ? uvmc_lazy_drop(e) : -1;
+}
+
+int uvmc_lazy_unregister(void *ptr)
+{
+    struct uvmc_lazy *e = uvmc_lazy_take(ptr, false);
+    return e ? uvmc_lazy_drop(e) : -1;
+}
+
+/* A forked child: the parent's registrations are not the child's (CUDA is unusable there); the
+ * buffers themselves are inherited memory and stay mapped. */
+void uvmc_lazy_atfork_prepare(void) { pthread_mutex_lock(&uvmc_lazy_lock); }
+void uvmc_lazy_atfork_release(void) { pthread_mutex_unlock(&uvmc_lazy_lock); }

@@ -1,0 +1,250 @@
+/* test_lazy.c: lazily pinned buffers keep every promise of pinned memory: a large pinned buffer
+ * used as an ordinary staging buffer, under another thread's capture, converted once under a race,
+ * through every allocation, registration and copy entry point, with a failing registration. */
+#include <check.h>
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <unistd.h>
+
+#include "test_common.h"
+#include "uvmsim.h"
+
+static uint8_t *dev;
+static size_t n; /* bytes of each lazy buffer: above pinned_threshold */
+
+static void setup(void)
+{
+    n = test_cfg.pinned_threshold + test_cfg.pinned_threshold / 2;
+    ck_assert_int_eq(cudaMalloc((void **)&dev, n), cudaSuccess);
+    uvmsim_set_op_delay_us(0);
+    cudaGetLastError();
+    uvmsim_reset();
+}
+
+static void teardown(void)
+{
+    ck_assert_int_eq(cudaDeviceSynchronize(), cudaSuccess);
+    cudaFree(dev);
+    ck_assert_int_eq(cudaGetLastError(), cudaSuccess);
+}
+
+static bool is_pinned(const void *p) /* what PyTorch's is_pinned() asks */
+{
+    struct cudaPointerAttributes a;
+    ck_assert_int_eq(cudaPointerGetAttributes(&a, p), cudaSuccess);
+    return a.type == cudaMemoryTypeHost;
+}
+
+START_TEST(lazy_buffer_as_an_ordinary_staging_buffer)
+{
+    /* Filled on the CPU, copied to the device asynchronously (which must not wait for the copy,
+     * as from pinned memory), then back. */
+    uint8_t *p = NULL;
+    unsigned long long pinned0 = uvmsim_pinned_bytes();
+    ck_assert_int_eq(cudaHostAlloc((void **)&p, n, cudaHostAllocDefault), cudaSuccess);
+    ck_assert_uint_eq(uvmsim_pinned_bytes(), pinned0);
+    for (size_t i = 0; i < n; i++)
+        p[i] = test_pattern(i);
+    cudaStream_t s;
+    ck_assert_int_eq(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+    uvmsim_set_op_delay_us(30000);
+    ck_assert_int_eq(cudaMemcpyAsync(dev, p, n, cudaMemcpyHostToDevice, s), cudaSuccess);
+    ck_assert_int_eq(cudaStreamQuery(s), cudaErrorNotReady); /* returned before it landed */
+    ck_assert_uint_eq(uvmsim_pinned_bytes(), pinned0 + n);   /* pinned before the copy */
+    ck_assert(is_pinned(p));
+    ck_assert_int_eq(uvmsim_device_access(p, n), CUDA_SUCCESS);
+    ck_assert_int_eq(cudaStreamSynchronize(s), cudaSuccess);
+    uvmsim_set_op_delay_us(0);
+    memset(p, 0, n);
+    ck_assert_int_eq(cudaMemcpyAsync(p, dev, n, cudaMemcpyDeviceToHost, s), cudaSuccess);
+    ck_assert_int_eq(cudaStreamSynchronize(s), cudaSuccess);
+    for (size_t i = 0; i < n; i++)
+        if (p[i] != test_pattern(i))
+            ck_abort_msg("byte %zu differs", i);
+    ck_assert_int_eq(cudaStreamDestroy(s), cudaSuccess);
+    ck_assert_int_eq(cudaFreeHost(p), cudaSuccess);
+    ck_assert_uint_eq(uvmsim_pinned_bytes(), pinned0);
+}
+END_TEST
+
+START_TEST(small_copies_and_other_dimensions_pin_first)
+{
+    /* Below the copy threshold, through the driver, in 2-D: each first use pins the buffer. */
+    uint8_t *a = NULL, *b = NULL, *c = NULL;
+    ck_assert_int_eq(cudaMallocHost((void **)&a, n), cudaSuccess);
+    ck_assert_int_eq(cuMemHostAlloc((void **)&b, n, 0), CUDA_SUCCESS);
+    ck_assert_int_eq(cudaHostAlloc((void **)&c, n, cudaHostAllocPortable), cudaSuccess);
+    unsigned long long pinned0 = uvmsim_pinned_bytes();
+    ck_assert_int_eq(cudaMemcpy(dev, a + 10, 4096, cudaMemcpyHostToDevice), cudaSuccess);
+    ck_assert_uint_eq(uvmsim_pinned_bytes(), pinned0 + n);
+    ck_assert_int_eq(cuMemcpyDtoH_v2(b + 100, (CUdeviceptr)(uintptr_t)dev, 100), CUDA_SUCCESS);
+    ck_assert_uint_eq(uvmsim_pinned_bytes(), pinned0 + 2 * n);
+    CUDA_MEMCPY2D m = {.srcMemoryType = CU_MEMORYTYPE_HOST, .srcHost = c, .srcPitch = 1024,
+                       .dstMemoryType = CU_MEMORYTYPE_DEVICE, .dstDevice = (CUdeviceptr)(uintptr_t)dev,
+                       .dstPitch = 1024, .WidthInBytes = 512, .Height = 8};
+    ck_assert_int_eq(cuMemcpy2D_v2(&m), CUDA_SUCCESS);
+    ck_assert_uint_eq(uvmsim_pinned_bytes(), pinned0 + 3 * n);
+    ck_assert_uint_eq(uvmsim_calls("cuMemHostRegister_v2"), 3);
+    ck_assert_int_eq(cudaFreeHost(a), cudaSuccess);
+    ck_assert_int_eq(cuMemFreeHost(b), CUDA_SUCCESS);
+    ck_assert_int_eq(cudaFreeHost(c), cudaSuccess);
+    ck_assert_uint_eq(uvmsim_pinned_bytes(), pinned0 - 0);
+}
+END_TEST
+
+struct capture {
+    cudaStream_t s;
+    pthread_barrier_t begun, copied;
+    cudaError_t end;
+};
+
+static void *capturing_thread(void *arg)
+{
+    struct capture *c = arg;
+    cudaGraph_t g = NULL;
+    ck_assert_int_eq(cudaStreamBeginCapture(c->s, cudaStreamCaptureModeGlobal), cudaSuccess);
+    pthread_barrier_wait(&c->begun);
+    pthread_barrier_wait(&c->copied);
+    c->end = cudaStreamEndCapture(c->s, &g);
+    if (g)
+        cudaGraphDestroy(g);
+    return NULL;
+}
+
+START_TEST(copy_captured_on_another_threads_stream)
+{
+    /* Pinning happens in relaxed capture mode: the other thread's global capture stays valid, and
+     * the captured copy is of pinned memory (one of pageable memory would fail with 900). */
+    uint8_t *p = NULL;
+    ck_assert_int_eq(cudaHostAlloc((void **)&p, n, cudaHostAllocDefault), cudaSuccess);
+    struct capture c;
+    ck_assert_int_eq(cudaStreamCreateWithFlags(&c.s, cudaStreamNonBlocking), cudaSuccess);
+    pthread_barrier_init(&c.begun, NULL, 2);
+    pthread_barrier_init(&c.copied, NULL, 2);
+    pthread_t th;
+    pthread_create(&th, NULL, capturing_thread, &c);
+    pthread_barrier_wait(&c.begun);
+    cudaError_t rc = cudaMemcpyAsync(dev, p, n, cudaMemcpyHostToDevice, c.s);
+    pthread_barrier_wait(&c.copied);
+    pthread_join(th, NULL);
+    ck_assert_int_eq(rc, cudaSuccess);
+    ck_assert_int_eq(c.end, cudaSuccess);
+    ck_assert(is_pinned(p));
+    pthread_barrier_destroy(&c.begun);
+    pthread_barrier_destroy(&c.copied);
+    ck_assert_int_eq(cudaStreamDestroy(c.s), cudaSuccess);
+    ck_assert_int_eq(cudaFreeHost(p), cudaSuccess);
+}
+END_TEST
+
+static uint8_t *race_buf;
+static pthread_barrier_t race_start;
+static atomic_int race_pinned;
+
+static void *race_thread(void *arg)
+{
+    (void)arg;
+    pthread_barrier_wait(&race_start);
+    struct cudaPointerAttributes a;
+    if (cudaPointerGetAttributes(&a, race_buf + 4096) == cudaSuccess && a.type == cudaMemoryTypeHost)
+        atomic_fetch_add(&race_pinned, 1);
+    return NULL;
+}
+
+START_TEST(first_uses_racing_from_16_threads_pin_once)
+{
+    ck_assert_int_eq(cudaHostAlloc((void **)&race_buf, n, cudaHostAllocDefault), cudaSuccess);
+    pthread_barrier_init(&race_start, NULL, 16);
+    atomic_store(&race_pinned, 0);
+    pthread_t th[16];
+    for (int i = 0; i < 16; i++)
+        pthread_create(&th[i], NULL, race_thread, NULL);
+    for (int i = 0; i < 16; i++)
+        pthread_join(th[i], NULL);
+    pthread_barrier_destroy(&race_start);
+    ck_assert_int_eq(atomic_load(&race_pinned), 16); /* every caller saw pinned memory */
+    ck_assert_uint_eq(uvmsim_calls("cuMemHostRegister_v2"), 1);
+    ck_assert_int_eq(cudaFreeHost(race_buf), cudaSuccess);
+}
+END_TEST
+
+START_TEST(failed_pinning_leaves_the_buffer_pageable)
+{
+    uint8_t *p = NULL;
+    ck_assert_int_eq(cudaHostAlloc((void **)&p, n, cudaHostAllocDefault), cudaSuccess);
+    uvmsim_fail_nth("cuMemHostRegister_v2", 1, CUDA_ERROR_OUT_OF_MEMORY);
+    ck_assert(!is_pinned(p)); /* the call went on with the buffer pageable */
+    ck_assert(!is_pinned(p)); /* and it is not tried again */
+    ck_assert_uint_eq(uvmsim_calls("cuMemHostRegister_v2"), 1);
+    ck_assert_int_eq(cudaMemcpy(dev, p, 4096, cudaMemcpyHostToDevice), cudaSuccess);
+    ck_assert_int_eq(cudaFreeHost(p), cudaSuccess);
+}
+END_TEST
+
+START_TEST(registrations_are_lazy_too)
+{
+    /* PyTorch's pinned_use_cuda_host_register: malloc, touch, register. Nothing is locked until a
+     * use asks for it; unregistering a lazy range forgets it. */
+    unsigned long long pinned0 = uvmsim_pinned_bytes();
+    uint8_t *a = malloc(n), *b = malloc(n), *c = malloc(n), *m = malloc(n);
+    memset(a, 1, n);
+    ck_assert_int_eq(cudaHostRegister(a, n, cudaHostRegisterDefault), cudaSuccess);
+    ck_assert_int_eq(cuMemHostRegister_v2(b, n, CU_MEMHOSTREGISTER_PORTABLE), CUDA_SUCCESS);
+    ck_assert_int_eq(cudaHostRegister(c, n, cudaHostRegisterPortable), cudaSuccess);
+    ck_assert_uint_eq(uvmsim_pinned_bytes(), pinned0);
+    ck_assert_int_eq(cudaHostRegister(m, n, cudaHostRegisterMapped), cudaSuccess); /* never lazy */
+    ck_assert_uint_eq(uvmsim_pinned_bytes(), pinned0 + n);
+    void *d = NULL;
+    ck_assert_int_eq(cudaHostGetDevicePointer(&d, a + 8, 0), cudaSuccess); /* a use: pinned */
+    ck_assert_uint_eq(uvmsim_pinned_bytes(), pinned0 + 2 * n);
+    unsigned type = 0;
+    ck_assert_int_eq(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)(uintptr_t)b),
+                     CUDA_SUCCESS);
+    ck_assert_uint_eq(type, CU_MEMORYTYPE_HOST);
+    ck_assert_uint_eq(uvmsim_pinned_bytes(), pinned0 + 3 * n);
+    ck_assert_int_eq(cudaHostUnregister(a), cudaSuccess);   /* converted: unregistered */
+    ck_assert_int_eq(cuMemHostUnregister(b), CUDA_SUCCESS);
+    ck_assert_int_eq(cudaHostUnregister(c), cudaSuccess);   /* still lazy: forgotten */
+    ck_assert_int_eq(cudaHostUnregister(m), cudaSuccess);
+    ck_assert_uint_eq(uvmsim_pinned_bytes(), pinned0);
+    ck_assert_int_ne(cudaHostUnregister(c), cudaSuccess);   /* forgotten: the runtime's answer */
+    cudaGetLastError();
+    free(a);
+    free(b);
+    free(c);
+    free(m);
+}
+END_TEST
+
+int main(void)
+{
+    test_load_config();
+    if (!test_interposed("cudaPointerGetAttributes") || !test_interposed("cudaHostRegister") ||
+        !test_interposed("cuMemcpy2D_v2")) {
+        fprintf(stderr, "test_lazy: libuvmchunk.so is not preloaded; these tests would prove nothing\n");
+        return 1;
+    }
+    if (test_cfg.pinned_threshold == 0 || test_cfg.pinned_threshold > ((size_t)4 << 20)) {
+        fprintf(stderr, "test_lazy: run with pinned_threshold 1..4MiB\n");
+        return 1;
+    }
+    Suite *s = suite_create("lazy");
+    TCase *tc = tcase_create("lazy");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, lazy_buffer_as_an_ordinary_staging_buffer);
+    tcase_add_test(tc, small_copies_and_other_dimensions_pin_first);
+    tcase_add_test(tc, copy_captured_on_another_threads_stream);
+    tcase_add_test(tc, first_uses_racing_from_16_threads_pin_once);
+    tcase_add_test(tc, failed_pinning_leaves_the_buffer_pageable);
+    tcase_add_test(tc, registrations_are_lazy_too);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_set_fork_status(sr, CK_NOFORK);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
