@@ -118,7 +118,8 @@ readelf -d "$build/integration/managed_alloc.so" | grep -E 'NEEDED|RUNPATH|RPATH
 # the dry run binds PyTorch and the demo to the simulator, as tests/torch does
 simenv=()
 if [ "$sim" = 1 ]; then
-    simenv=(LD_PRELOAD="$build/sim/libcudart.so.13 $build/sim/libcuda.so.1" LD_LIBRARY_PATH="$build/sim")
+    simenv=(LD_PRELOAD="$build/sim/libcudart.so.13 $build/sim/libcuda.so.1" LD_LIBRARY_PATH="$build/sim"
+            UVMC_SIM_DIR="$build/sim")
 fi
 limit 60 env "${simenv[@]}" "$py" -c '
 import torch

@@ -44,19 +44,21 @@ def sim_driver():
     return drv
 
 
-def sim_cudart():
-    """The simulated libcudart.so.13 torch is bound to. torch may also map the wheel's own copy
-    privately (nothing binds to it), and /proc/self/maps lists them in address order, so pick ours
-    by its directory, never the first one found."""
-    sim = os.path.realpath(os.environ["UVMC_SIM_DIR"])
-    rt = [p for p in mapped_libs() if os.path.basename(p) == "libcudart.so.13"
-          and os.path.dirname(os.path.realpath(p)) == sim]
+def bound_cudart():
+    """The libcudart torch is bound to. On the simulator (UVMC_SIM_DIR set) the simulated
+    libcudart.so.13: torch may also map the wheel's own copy privately (nothing binds to it), and
+    /proc/self/maps lists them in address order, so pick ours by its directory, never the first one
+    found. On a GPU, the one runtime mapped."""
+    sim = os.environ.get("UVMC_SIM_DIR")
+    rt = [p for p in mapped_libs() if os.path.basename(p).startswith("libcudart.so.")]
+    if sim:
+        rt = [p for p in rt if os.path.dirname(os.path.realpath(p)) == os.path.realpath(sim)]
     return ctypes.CDLL(rt[0])
 
 
 def memory_type(t):
     """cudaPointerGetAttributes(t.data_ptr()).type: 1 host, 2 device, 3 managed."""
-    lib = sim_cudart()
+    lib = bound_cudart()
     buf = (ctypes.c_byte * 256)()  # struct cudaPointerAttributes (88 bytes in CUDA 13): type first
     rc = lib.cudaPointerGetAttributes(buf, ctypes.c_void_p(t.data_ptr()))
     return rc, ctypes.c_int.from_buffer(buf, 0).value
@@ -130,7 +132,7 @@ def body_capture(a):
     # torch.cuda.CUDAGraph.capture_begin seeds the RNG with a fill kernel, which the simulator
     # cannot run: capture the stream through the runtime itself (the same libcudart torch uses),
     # and issue PyTorch's own copy on it while the capture is active.
-    rt = sim_cudart()
+    rt = bound_cudart()
     src = pattern(a.size, 4)
     t = cuda_from(src, managed=True)
     dst = torch.empty(a.size, dtype=torch.uint8, pin_memory=True)
