@@ -189,7 +189,7 @@ step "5. tests/torch bodies on the ${sim:+SIMULATED (dry run) }runtime under the
 body=$top/tests/torch/torch_body.py
 ck=$(mktemp -d "${TMPDIR:-/tmp}/uvmc-gpu-check.XXXXXX")
 # name | body args | Python expression over r (its RESULT), s (copies split) and p (pinned requests
-# served pageable), both from the library's stats line
+# served lazily), both from the library's stats line
 checks=(
     "managed|managed --size 209715200|r['equal'] and r['memory_type'] == 3 and s == 1"
     "plain|plain --size 209715200|r['equal'] and r['memory_type'] == 2 and s == 0"
@@ -211,7 +211,7 @@ out, err, expr = open(sys.argv[1]).read(), open(sys.argv[2]).read(), sys.argv[3]
 r = [json.loads(l[7:]) for l in out.splitlines() if l.startswith("RESULT ")][-1]
 m = re.findall(r"uvmchunk: stats: split (\d+) copies.*", err)
 s = int(m[-1]) if m else -1
-m = re.findall(r"(\d+) pinned requests served pageable", err)
+m = re.findall(r"(\d+) pinned requests served lazily", err)
 p = int(m[-1]) if m else -1
 line = [l for l in err.splitlines() if "uvmchunk: stats:" in l]
 print("  RESULT", json.dumps(r, sort_keys=True))

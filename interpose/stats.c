@@ -31,8 +31,8 @@ void uvmc_stats_print(void)
     uvmc_log(UVMC_LOG_ERROR,
              "stats: split %llu copies (%llu bytes in %llu blocks, %llu on the host engine, %llu staged; %s); "
              "passed through %llu at or above threshold, %llu below; %llu failed hints; "
-             "%llu pinned requests served pageable (%llu bytes)",
+             "%llu pinned requests served lazily (%llu bytes, %llu pinned at their first use)",
              UVMC_LOAD(split), UVMC_LOAD(split_bytes), UVMC_LOAD(blocks), UVMC_LOAD(host_engine), UVMC_LOAD(staged), rate,
              UVMC_LOAD(passed_large), UVMC_LOAD(passed_small), UVMC_LOAD(hint_failures), UVMC_LOAD(substituted),
-             UVMC_LOAD(substituted_bytes));
+             UVMC_LOAD(substituted_bytes), UVMC_LOAD(converted));
 }

@@ -18,7 +18,7 @@ LIB_ENV = {
 }
 STATS_RE = re.compile(r"uvmchunk: stats: split (\d+) copies \((\d+) bytes in (\d+) blocks")
 PASSED_RE = re.compile(r"passed through (\d+) at or above threshold, (\d+) below")
-PINNED_RE = re.compile(r"(\d+) pinned requests served pageable \((\d+) bytes\)")
+PINNED_RE = re.compile(r"(\d+) pinned requests served lazily \((\d+) bytes, (\d+) pinned at their first use\)")
 
 
 def _need(var):
@@ -64,10 +64,13 @@ class Run:
         return f"exit {self.rc}\n--- stdout\n{self.out[-4000:]}\n--- stderr\n{self.err[-6000:]}"
 
 
-def run_body(body, with_lib, *args, launcher=None, timeout=240, lib_env=None):
+def run_body(body, with_lib, *args, launcher=None, timeout=240, lib_env=None, extra_env=None):
+    """lib_env: UVMCHUNK_* settings for the run with the library; extra_env: for both runs."""
     cmd = [*(launcher or [sys.executable]), _need("UVMC_TORCH_BODY"), body, *args]
     _need("UVMC_MANAGED_ALLOC")
-    proc = subprocess.run(cmd, env=sim_env(with_lib, lib_env), capture_output=True, text=True, timeout=timeout)
+    env = sim_env(with_lib, lib_env)
+    env.update(extra_env or {})
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
     r = Run(proc)
     assert r.rc == 0, r.describe()
     return r

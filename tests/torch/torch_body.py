@@ -3,7 +3,8 @@ on the simulated CUDA runtime (tests/sim). Each prints one line `RESULT <json>` 
 library's `uvmchunk: stats:` line appears on stderr at exit. Only copies and allocations are
 used: no op here launches a kernel (the simulator cannot run one).
 
-usage: python torch_body.py bind|managed|plain|capture|dcp|dcp_dist [--size BYTES] [--dir DIR]
+usage: python torch_body.py bind|managed|plain|capture|dcp|dcp_dist|staging|dcp3 [--size BYTES] [--dir DIR]
+                            [--mode save|async]
 """
 import argparse
 import ctypes
@@ -190,11 +191,89 @@ def body_dcp_dist(a):
     result(rank=rank, equal=ok)
 
 
+def body_staging(a):
+    """A large pinned tensor used as an ordinary staging buffer (issue: lazy pinning keeps every
+    promise of pinned memory): filled on the CPU, copied to the device without waiting, back."""
+    drv = sim_driver()
+    drv.uvmsim_device_access.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    src = pattern(a.size, 21)
+    p = torch.empty(a.size, dtype=torch.uint8, pin_memory=True)
+    locked_before_use = drv.uvmsim_pinned_bytes()
+    p.copy_(src)
+    pinned = p.is_pinned()
+    d = torch.empty(a.size, dtype=torch.uint8, device="cuda")
+    drv.uvmsim_set_op_delay_us(200000)
+    d.copy_(p, non_blocking=True)
+    returned_early = not torch.cuda.current_stream().query()
+    torch.cuda.synchronize()
+    drv.uvmsim_set_op_delay_us(0)
+    access = drv.uvmsim_device_access(p.data_ptr(), a.size)
+    back = d.cpu()
+    result(is_pinned=pinned, returned_before_landing=returned_early, device_access=access,
+           equal=torch.equal(back, src), locked_before_use=locked_before_use,
+           locked_after=drv.uvmsim_pinned_bytes())
+
+
+def _clear_hwm():
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+
+
+def _status_kib(key):
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    return -1
+
+
+def body_dcp3(a):
+    """dcp.save (or async_save with a pinned DefaultStager) of three managed tables: peak resident
+    host memory of the save above the state before it, page-locked bytes, reload bitwise equal."""
+    import warnings
+    warnings.filterwarnings("ignore")
+    import torch.distributed.checkpoint as dcp
+    drv = sim_driver()
+    sizes = [a.size, a.size * 3 // 2, a.size * 2]
+    src = {f"table{i}": pattern(n, 30 + i) for i, n in enumerate(sizes)}
+    state = {k: cuda_from(v, managed=True) for k, v in src.items()}
+    del src  # the CPU copies would hide the save's own memory; regenerated for the check
+    drv.uvmsim_reset()
+    _clear_hwm()
+    rss0 = _status_kib("VmRSS")
+    if a.mode == "async":
+        from torch.distributed.checkpoint.staging import DefaultStager, StagingOptions
+        stager = DefaultStager(StagingOptions(use_pinned_memory=True, use_shared_memory=False,
+                                              use_async_staging=False, use_non_blocking_copy=True))
+        resp = dcp.async_save(state, checkpoint_id=a.dir, async_stager=stager)
+        fut = getattr(resp, "upload_completion", resp)
+        fut.result()
+        stager.close()
+    else:
+        dcp.save(state, checkpoint_id=a.dir)
+    peak_kib = _status_kib("VmHWM") - rss0
+    kept_kib = _status_kib("VmRSS") - rss0  # what PyTorch's host cache still holds
+    locked_peak = drv.uvmsim_pinned_peak()
+    locked_after = drv.uvmsim_pinned_bytes()
+    torch.cuda.synchronize()
+    back = {f"table{i}": torch.zeros(n, dtype=torch.uint8) for i, n in enumerate(sizes)}
+    dcp.load(back, checkpoint_id=a.dir)
+    equal = all(torch.equal(back[f"table{i}"], pattern(n, 30 + i)) for i, n in enumerate(sizes))
+    after = drv.uvmsim_pinned_bytes()
+    del back
+    torch._C._host_emptyCache()
+    result(equal=equal, tables_bytes=sum(sizes), peak_extra_bytes=peak_kib * 1024, locked_peak=locked_peak,
+           kept_after_save_bytes=kept_kib * 1024, kept_after_empty_cache_bytes=(_status_kib("VmRSS") - rss0) * 1024,
+           locked_after_save=locked_after, locked_after_load=after,
+           locked_after_empty_cache=drv.uvmsim_pinned_bytes())
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("body")
     p.add_argument("--size", type=int, default=200 << 20)
     p.add_argument("--dir")
+    p.add_argument("--mode", default="save")
     a = p.parse_args()
     globals()["body_" + a.body](a)
 
