@@ -30,10 +30,12 @@ static void uvmc_atfork_prepare(void)
 {
     uvmc_resolve_atfork_prepare();
     uvmc_host_pool_atfork_prepare();
+    uvmc_lazy_atfork_prepare();
 }
 
 static void uvmc_atfork_release(void)
 {
+    uvmc_lazy_atfork_release();
     uvmc_host_pool_atfork_release();
     uvmc_resolve_atfork_release();
 }

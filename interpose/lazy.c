@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <unistd.h>
 #include <uthash.h>
 
 #include "uvmc.h"
@@ -22,6 +23,8 @@ struct uvmc_lazy {
     unsigned flags;     /* what the caller asked for (Portable or not) */
     bool mapped;        /* our mapping (an allocation), else the caller's memory (a registration) */
     enum uvmc_lazy_state state;
+    pid_t pid;          /* the process that made it: in a forked child it is the parent's, and
+                         * calls on it get the real answer (CUDA is unusable there) */
     UT_hash_handle hh;
 };
 
@@ -51,7 +54,8 @@ static void uvmc_lazy_add(void *ptr, size_t size, unsigned flags, bool mapped)
     struct uvmc_lazy *e = malloc(sizeof *e);
     if (!e)
         return;
-    *e = (struct uvmc_lazy){.ptr = ptr, .size = size, .flags = flags, .mapped = mapped, .state = UVMC_LAZY_UNDECIDED};
+    *e = (struct uvmc_lazy){.ptr = ptr, .size = size, .flags = flags, .mapped = mapped, .state = UVMC_LAZY_UNDECIDED,
+                            .pid = getpid()};
     pthread_mutex_lock(&uvmc_lazy_lock);
     HASH_ADD_PTR(uvmc_lazy_table, ptr, e);
     atomic_fetch_add_explicit(&uvmc_lazy_live, 1, memory_order_relaxed);
@@ -120,11 +124,13 @@ void uvmc_lazy_touch(const void *p, size_t n)
     if (uvmc_tls_busy) /* the library's own calls: its staging and blocks never decide anything */
         return;
     uintptr_t a = (uintptr_t)p, b = n ? a + n : a + 1;
+    pid_t self = getpid();
     uvmc_tls_busy++;
     pthread_mutex_lock(&uvmc_lazy_lock);
     bool changed = false;
     for (struct uvmc_lazy *e = uvmc_lazy_table; e; e = e->hh.next)
-        if (e->state == UVMC_LAZY_UNDECIDED && a < (uintptr_t)e->ptr + e->size && b > (uintptr_t)e->ptr) {
+        if (e->state == UVMC_LAZY_UNDECIDED && e->pid == self && a < (uintptr_t)e->ptr + e->size &&
+            b > (uintptr_t)e->ptr) {
             uvmc_lazy_convert_locked(e);
             changed = true;
         }
@@ -139,10 +145,12 @@ void uvmc_lazy_claim(const void *p, size_t n)
     if (!uvmc_lazy_maybe(p, n))
         return;
     uintptr_t a = (uintptr_t)p, b = a + n;
+    pid_t self = getpid();
     pthread_mutex_lock(&uvmc_lazy_lock);
     bool changed = false;
     for (struct uvmc_lazy *e = uvmc_lazy_table; e; e = e->hh.next)
-        if (e->state == UVMC_LAZY_UNDECIDED && a < (uintptr_t)e->ptr + e->size && b > (uintptr_t)e->ptr) {
+        if (e->state == UVMC_LAZY_UNDECIDED && e->pid == self && a < (uintptr_t)e->ptr + e->size &&
+            b > (uintptr_t)e->ptr) {
             e->state = UVMC_LAZY_PAGEABLE;
             changed = true;
             uvmc_log(UVMC_LOG_DEBUG, "lazy buffer at %p is a split copy's destination: stays pageable", e->ptr);
@@ -161,7 +169,7 @@ static struct uvmc_lazy *uvmc_lazy_take(void *ptr, bool mapped)
     struct uvmc_lazy *e;
     pthread_mutex_lock(&uvmc_lazy_lock);
     HASH_FIND_PTR(uvmc_lazy_table, &ptr, e);
-    if (e && e->mapped == mapped) {
+    if (e && e->mapped == mapped && e->pid == getpid()) {
         HASH_DEL(uvmc_lazy_table, e);
         atomic_fetch_sub_explicit(&uvmc_lazy_live, 1, memory_order_relaxed);
         uvmc_lazy_bounds_locked();
@@ -198,7 +206,8 @@ int uvmc_lazy_unregister(void *ptr)
     return e ? uvmc_lazy_drop(e) : -1;
 }
 
-/* A forked child: the parent's registrations are not the child's (CUDA is unusable there); the
- * buffers themselves are inherited memory and stay mapped. */
+/* Held across fork() so the child never inherits it locked by a thread that does not exist there.
+ * In the child the parent's entries stay (inherited memory, never freed by us): calls on them get
+ * the real answer, as without the library. */
 void uvmc_lazy_atfork_prepare(void) { pthread_mutex_lock(&uvmc_lazy_lock); }
 void uvmc_lazy_atfork_release(void) { pthread_mutex_unlock(&uvmc_lazy_lock); }

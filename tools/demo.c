@@ -6,8 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cuda_runtime_api.h>
+
+#include "demo.h"
 
 #define CHECK(call)                                                                          \
     do {                                                                                     \
@@ -45,8 +48,7 @@ static size_t parse_size(const char *s)
     return (size_t)(v << shift);
 }
 
-/* The caching host allocator rounds every request up to a power of two (BRIEF §1). */
-static size_t next_pow2(size_t n)
+size_t uvmc_next_pow2(size_t n)
 {
     size_t p = 1;
     while (p < n)
@@ -55,6 +57,48 @@ static size_t next_pow2(size_t n)
 }
 
 static uint64_t pattern(size_t i) { return (uint64_t)i * 0x9E3779B97F4A7C15ull ^ 0x5555AAAA5555AAAAull; }
+
+static long status_kib(const char *key)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long v = -1;
+    size_t k = strlen(key);
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, key, k) && line[k] == ':')
+            v = strtol(line + k + 1, NULL, 10);
+    if (f)
+        fclose(f);
+    return v;
+}
+
+/* Resets VmHWM to the current RSS, so the next reading is the peak from here on. */
+static void reset_hwm(void)
+{
+    FILE *f = fopen("/proc/self/clear_refs", "w");
+    if (f) {
+        fputs("5", f);
+        fclose(f);
+    }
+}
+
+/* No driver (or no device): say how to run on the simulated runtime instead. */
+static void no_gpu_hint(cudaError_t e)
+{
+    if (e != cudaErrorInsufficientDriver && e != cudaErrorNoDevice)
+        return;
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    self[n > 0 ? n : 0] = '\0';
+    char *slash = strrchr(self, '/');
+    if (slash)
+        *slash = '\0';
+    fprintf(stderr,
+            "uvmchunk-demo: no CUDA driver or GPU here. To run on the simulated runtime built with the tests:\n"
+            "  LD_LIBRARY_PATH=%s/sim %s/uvmchunk-run -- %s/uvmchunk-demo\n"
+            "or simply: bash tools/demo.sh\n",
+            self, self, self);
+}
 
 static int preloaded(void)
 {
@@ -71,23 +115,38 @@ static int preloaded(void)
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0); /* lines reach a pipe before the library's exit summary */
-    size_t size = (size_t)1 << 30;
+    /* 1.5 GiB: PyTorch pins 2 GiB for it, at the default pinned_threshold (1 GiB) */
+    size_t size = (size_t)3 << 29;
+    const char *size_arg = "1536M";
+    int compare = 0, report = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--size") && i + 1 < argc) {
-            size = parse_size(argv[++i]);
+            size_arg = argv[++i];
+            size = parse_size(size_arg);
             if (size < 8) {
                 fprintf(stderr, "uvmchunk-demo: bad --size '%s' (want e.g. 512M, 4G, at least 8 bytes)\n", argv[i]);
                 return 2;
             }
+        } else if (!strcmp(argv[i], "--compare")) {
+            compare = 1;
+        } else if (!strcmp(argv[i], "--report")) { /* a child of --compare: one machine-readable line */
+            report = 1;
         } else {
-            fprintf(stderr, "usage: uvmchunk-demo [--size BYTES[K|M|G]]\n");
+            fprintf(stderr, "usage: uvmchunk-demo [--compare] [--size BYTES[K|M|G]] (default 1536M)\n");
             return 2;
         }
     }
     size &= ~(size_t)7; /* the pattern is written in 8-byte words */
+    if (compare)
+        return uvmc_demo_compare(size_arg, size);
 
     int count = 0;
-    CHECK(cudaGetDeviceCount(&count));
+    cudaError_t e0 = cudaGetDeviceCount(&count);
+    if (e0 != cudaSuccess) {
+        fprintf(stderr, "uvmchunk-demo: cudaGetDeviceCount failed: %s (%d)\n", cudaGetErrorString(e0), (int)e0);
+        no_gpu_hint(e0);
+        return 1;
+    }
     struct cudaDeviceProp prop;
     CHECK(cudaGetDeviceProperties(&prop, 0));
     CHECK(cudaSetDevice(0));
@@ -109,9 +168,12 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < words; i++)
         src[i] = pattern(i);
 
-    /* The pinned destination PyTorch would allocate: rounded up to a power of two. */
+    /* The pinned destination PyTorch would allocate: rounded up to a power of two. Host memory is
+     * measured from here: what the checkpoint costs on top of the table. */
+    reset_hwm();
+    long rss0 = status_kib("VmRSS");
     uint64_t *dst = NULL;
-    CHECK(cudaHostAlloc((void **)&dst, next_pow2(size), cudaHostAllocDefault));
+    CHECK(cudaHostAlloc((void **)&dst, uvmc_next_pow2(size), cudaHostAllocDefault));
     memset(dst, 0xAB, size);
     cudaStream_t stream;
     CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -129,6 +191,8 @@ int main(int argc, char **argv)
     CHECK(cudaEventRecord(done, stream));
     CHECK(cudaEventSynchronize(done));
     double secs = now_s() - t0;
+    long extra_kib = status_kib("VmHWM") - rss0;
+    unsigned long long (*sim_locked)(void) = (unsigned long long (*)(void))dlsym(RTLD_DEFAULT, "uvmsim_pinned_peak");
 
     size_t bad = 0;
     uint64_t sum = 0; /* hash_combine over 64-bit words: every bit of every word reaches the sum */
@@ -136,12 +200,18 @@ int main(int argc, char **argv)
         bad += dst[i] != pattern(i);
         sum ^= dst[i] + 0x9E3779B97F4A7C15ull + (sum << 6) + (sum >> 2);
     }
-    printf("size: %zu bytes (pinned destination %zu bytes)\n", size, next_pow2(size));
+    if (report) {
+        printf("REPORT extra_kib=%ld locked=%lld seconds=%.6f verified=%d\n", extra_kib,
+               sim_locked ? (long long)sim_locked() : -1LL, secs, !bad);
+        return bad ? 1 : 0;
+    }
+    printf("size: %zu bytes (pinned destination %zu bytes)\n", size, uvmc_next_pow2(size));
     if (sim_calls)
         printf("device copies: %llu (the copy engine's blocks the simulated runtime received)\n",
                sim_calls("cudaMemcpyAsync") - calls0);
     printf("blocks: see the 'uvmchunk: stats' line at exit\n");
     printf("seconds: %.3f\nGB/s: %.2f\n", secs, (double)size / secs / 1e9);
+    printf("peak host memory above the table: %ld MiB\n", extra_kib / 1024);
     printf("checksum: %016" PRIx64 " %s\n", sum, bad ? "MISMATCH" : "verified");
     if (bad)
         fprintf(stderr, "uvmchunk-demo: %zu of %zu words differ from the source\n", bad, words);

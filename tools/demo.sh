@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# demo.sh [--size BYTES[K|M|G]]: installs what is missing, builds, then runs uvmchunk-demo under
-# uvmchunk-run: on the GPU when one is present, otherwise on the simulated CUDA runtime.
+# demo.sh [--compare] [--size BYTES[K|M|G]]: installs what is missing, builds, then runs
+# uvmchunk-demo under uvmchunk-run: on the GPU when one is present, otherwise on the simulated CUDA
+# runtime. Without arguments: --compare (the checkpoint sequence without and with the library, side
+# by side).
 source "$(dirname "$0")/setup.sh"
 uvmc_build
 export UVMCHUNK_STATS=${UVMCHUNK_STATS:-on}
@@ -10,4 +12,5 @@ else
     echo "uvmchunk: no GPU found: running on the simulated CUDA runtime ($UVMC_BUILD/sim)"
     export LD_LIBRARY_PATH="$UVMC_BUILD/sim${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
+(($#)) || set -- --compare
 exec "$UVMC_BUILD/uvmchunk-run" -- "$UVMC_BUILD/uvmchunk-demo" "$@"

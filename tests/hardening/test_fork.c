@@ -4,7 +4,9 @@
  *
  *   test_fork            runs preloaded: computes the children's results, then re-executes itself
  *                        without LD_PRELOAD ("reference") and compares the two lines.
- *   test_fork reference  the same workload; prints the results line only. */
+ *   test_fork reference  the same workload; prints the results line only.
+ * A pinned buffer above pinned_threshold (lazy with the library) is queried, copied into and freed
+ * in the child too. */
 #include <cuda_runtime_api.h>
 #include <errno.h>
 #include <pthread.h>
@@ -23,7 +25,7 @@ extern __typeof__(cudaMemcpyAsync) cudaMemcpyAsync_ptsz;
 #define FORKS 8
 #define CHILD_SECONDS 5
 
-static uint8_t *managed, *pinned;
+static uint8_t *managed, *pinned, *lazy; /* lazy: a pinned request above pinned_threshold */
 static size_t big, small;
 static atomic_bool stop;
 static cudaStream_t bg_stream;
@@ -45,7 +47,12 @@ static void child(int fd)
 {
     cudaStream_t s = 0;
     char line[256];
-    int n = snprintf(line, sizeof line, "%d %d %d %d %d %d %d", (int)cudaMemcpyAsync(pinned, managed, small, cudaMemcpyDeviceToHost, 0),
+    struct cudaPointerAttributes attr;
+    unsigned flags = 0;
+    int n = snprintf(line, sizeof line, "%d %d %d %d %d %d %d %d %d %d %d",
+                     (int)cudaPointerGetAttributes(&attr, lazy), (int)cudaHostGetFlags(&flags, lazy),
+                     (int)cudaMemcpyAsync(lazy, managed, small, cudaMemcpyDeviceToHost, 0), (int)cudaFreeHost(lazy),
+                     (int)cudaMemcpyAsync(pinned, managed, small, cudaMemcpyDeviceToHost, 0),
                      (int)cudaMemcpyAsync(pinned, managed, big, cudaMemcpyDeviceToHost, 0),
                      (int)cudaMemcpyAsync(pinned, managed, big, cudaMemcpyDeviceToHost, bg_stream),
                      (int)cudaMemcpy(pinned, managed, big, cudaMemcpyDeviceToHost),
@@ -106,6 +113,7 @@ static int workload(char *result, size_t resultsz)
     small = 4096;
     uint8_t *bg_dst;
     if (cudaMallocManaged((void **)&managed, big, cudaMemAttachGlobal) || cudaMallocHost((void **)&pinned, big) ||
+        cudaMallocHost((void **)&lazy, (size_t)4 << 20) ||
         cudaMallocHost((void **)&bg_dst, big) || cudaStreamCreateWithFlags(&bg_stream, cudaStreamNonBlocking))
         return -1;
     for (size_t i = 0; i < big; i++)
