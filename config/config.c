@@ -555,3 +555,18 @@ void uvmc_config_load(struct uvmc_config *cfg, char *const *envp, uvmc_diag_fn d
         uvmc_apply_env(cfg, *e, diag, ctx);
     }
 }
+
+void uvmc_config_describe(const struct uvmc_config *cfg, char *out, size_t outsz)
+{
+    size_t used = 0;
+    if (outsz)
+        out[0] = '\0';
+    for (size_t i = 0; i < sizeof uvmc_keys / sizeof uvmc_keys[0] && used < outsz; i++) {
+        char v[64];
+        uvmc_format_current(cfg, uvmc_keys[i].id, v, sizeof v);
+        int n = snprintf(out + used, outsz - used, "%s%s=%s", used ? " " : "", uvmc_keys[i].name, v);
+        if (n < 0)
+            break;
+        used += (size_t)n;
+    }
+}

@@ -58,4 +58,8 @@ bool uvmc_config_parse_file(struct uvmc_config *cfg, const char *path, uvmc_diag
  * envp (NULL-terminated "NAME=value" array, as environ). */
 void uvmc_config_load(struct uvmc_config *cfg, char *const *envp, uvmc_diag_fn diag, void *ctx);
 
+/* Every key with its value as the example file spells it ("engine=auto threshold=256MiB ..."), one
+ * line into out (truncated to outsz). */
+void uvmc_config_describe(const struct uvmc_config *cfg, char *out, size_t outsz);
+
 #endif

@@ -1,5 +1,6 @@
 /* init.c: one-time initialisation: configuration, real-function resolution, fork handlers.
  * Runs at the first interposed call (never from a constructor), so non-CUDA processes pay nothing. */
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <string.h>
@@ -40,6 +41,20 @@ static void uvmc_atfork_release(void)
     uvmc_resolve_atfork_release();
 }
 
+/* An object loaded before libuvmchunk that also defines cudaMemcpyAsync (a simulated runtime, or
+ * another interposer, earlier in LD_PRELOAD) takes the program's copies first: the library would
+ * never see them. Said once, at start-up. */
+static void uvmc_check_shadowed(void)
+{
+    void *fn = uvmc_real_dlsym()(RTLD_DEFAULT, "cudaMemcpyAsync");
+    Dl_info info;
+    if (fn && !uvmc_is_ours(fn) && dladdr(fn, &info) && info.dli_fname)
+        uvmc_log(UVMC_LOG_WARN,
+                 "cudaMemcpyAsync is defined by %s, loaded before libuvmchunk: copies never reach the library; "
+                 "put libuvmchunk.so first in LD_PRELOAD",
+                 info.dli_fname);
+}
+
 static void uvmc_do_init(void)
 {
     struct uvmc_config cfg;
@@ -49,11 +64,12 @@ static void uvmc_do_init(void)
     if (!uvmc_resolve_real())
         uvmc_log(UVMC_LOG_DEBUG, "CUDA runtime not found yet; resolution is retried at each call");
     pthread_atfork(uvmc_atfork_prepare, uvmc_atfork_release, uvmc_atfork_release);
-    uvmc_log(UVMC_LOG_INFO,
-             "enabled=%d threshold=%zu chunk_size=%zu depth=%u prefetch=%d engine=%d copy_threads=%u "
-             "pinned_threshold=%zu stats=%d (pid %d)",
-             cfg.enabled, cfg.threshold, cfg.chunk_size, cfg.depth, (int)cfg.prefetch, (int)cfg.engine,
-             cfg.copy_threads, cfg.pinned_threshold, cfg.stats, (int)getpid());
+    if (UVMC_LOG_ON(UVMC_LOG_INFO)) {
+        char desc[512];
+        uvmc_config_describe(&cfg, desc, sizeof desc);
+        uvmc_log(UVMC_LOG_INFO, "%s (pid %d)", desc, (int)getpid());
+    }
+    uvmc_check_shadowed();
     atomic_store_explicit(&uvmc_initialized, true, memory_order_release);
 }
 
