@@ -1,0 +1,28 @@
+"""python -m uvmchunk: the version, the library's path and the configuration in effect (the
+library's own parser reads it: the uvmchunk-config helper next to the library)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from . import __version__, library_path
+
+
+def main() -> int:
+    print(f"uvmchunk {__version__}")
+    try:
+        lib = library_path()
+    except FileNotFoundError as e:
+        print(e, file=sys.stderr)
+        return 1
+    print(f"library: {lib}")
+    helper = os.path.join(os.path.dirname(lib), "uvmchunk-config")
+    if not os.access(helper, os.X_OK):
+        print(f"configuration: {helper} not found", file=sys.stderr)
+        return 1
+    return subprocess.run([helper]).returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())
