@@ -3,8 +3,8 @@ on the simulated CUDA runtime (tests/sim). Each prints one line `RESULT <json>` 
 library's `uvmchunk: stats:` line appears on stderr at exit. Only copies and allocations are
 used: no op here launches a kernel (the simulator cannot run one).
 
-usage: python torch_body.py bind|managed|plain|capture|dcp|dcp_dist|staging|dcp3 [--size BYTES] [--dir DIR]
-                            [--mode save|async]
+usage: python torch_body.py bind|managed|plain|capture|dcp|dcp_dist|staging|dcp3|planner [--size BYTES] [--dir DIR]
+                            [--mode save|async|planner|stock]
 """
 import argparse
 import ctypes
@@ -266,6 +266,80 @@ def body_dcp3(a):
            kept_after_save_bytes=kept_kib * 1024, kept_after_empty_cache_bytes=(_status_kib("VmRSS") - rss0) * 1024,
            locked_after_save=locked_after, locked_after_load=after,
            locked_after_empty_cache=drv.uvmsim_pinned_bytes())
+
+
+class _MemLocation(ctypes.Structure):
+    _fields_ = [("type", ctypes.c_int), ("id", ctypes.c_int)]
+
+
+def unset_cpu_preference(t):
+    """Managed memory without FBGEMM's advice (cudaMemAdviseUnsetPreferredLocation)."""
+    rt = bound_cudart()
+    rt.cudaMemAdvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, _MemLocation]
+    rc = rt.cudaMemAdvise(ctypes.c_void_p(t.data_ptr()), t.numel() * t.element_size(), 4, _MemLocation(2, 0))
+    assert rc == 0, rc
+
+
+def body_planner(a):
+    """dcp.save / load of three managed tables (FBGEMM's advice), an ordinary CUDA tensor, a view
+    with a storage offset and a table without CPU preference; --mode: planner
+    (ZeroCopy planners), stock (DCP's own), async (dcp.async_save with the planner). Peak resident
+    host memory of the save above the state before it; which tensors the planner took as views."""
+    import warnings
+    warnings.filterwarnings("ignore")
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+    import torch.distributed.checkpoint as dcp
+    from uvmchunk.dcp import ZeroCopyLoadPlanner, ZeroCopySavePlanner
+    drv = sim_driver()
+    sizes = [a.size, a.size * 3 // 2, a.size * 2]
+    expect = {f"table{i}": pattern(n, 40 + i) for i, n in enumerate(sizes)}
+    state = {k: cuda_from(v, managed=True) for k, v in expect.items()}
+    expect["dense"] = pattern(1 << 20, 50)
+    state["dense"] = cuda_from(expect["dense"], managed=False)
+    base = cuda_from(pattern(3 << 20, 51), managed=True)
+    state["offset_view"] = base[4096:4096 + (1 << 20)]  # contiguous, storage offset 4096
+    expect["offset_view"] = base[4096:4096 + (1 << 20)].cpu()
+    # A strided view is never taken as a view (DCP's copy of one needs a kernel, which the
+    # simulator cannot run: checked on the planner's test alone).
+    grid = cuda_from(pattern(1 << 20, 52), managed=True).view(1024, 1024)
+    from uvmchunk.dcp import _Viewer
+    strided_taken = _Viewer(False).eligible(grid[::2])
+    expect["no_cpu_pref"] = pattern(2 << 20, 53)
+    state["no_cpu_pref"] = cuda_from(expect["no_cpu_pref"], managed=True)
+    unset_cpu_preference(state["no_cpu_pref"])
+    # table0 rewritten on a side stream just before the save, with no synchronisation by the user
+    expect["table0"] = pattern(sizes[0], 60)
+    side = torch.cuda.Stream()
+    drv.uvmsim_set_op_delay_us(100000)
+    with torch.cuda.stream(side):
+        state["table0"].copy_(expect["table0"], non_blocking=True)
+    if a.mode == "async":  # async_save stages on its own stream at once: the caller must sync first
+        torch.cuda.synchronize()
+    planner = ZeroCopySavePlanner() if a.mode in ("planner", "async") else None
+    _clear_hwm()
+    rss0 = _status_kib("VmRSS")
+    if a.mode == "async":
+        resp = dcp.async_save(state, checkpoint_id=a.dir, planner=planner)
+        getattr(resp, "upload_completion", resp).result()
+    else:
+        dcp.save(state, checkpoint_id=a.dir, planner=planner)
+    peak_kib = _status_kib("VmHWM") - rss0
+    drv.uvmsim_set_op_delay_us(0)
+    torch.cuda.synchronize()
+    # reload with the stock reader into CPU tensors, and with the planner into managed targets
+    back = {k: torch.zeros_like(v) for k, v in expect.items()}
+    dcp.load(back, checkpoint_id=a.dir)
+    stock_equal = {k: torch.equal(back[k], expect[k]) for k in expect}
+    # zeroed by host-to-device copies (a fill would launch a kernel)
+    targets = {k: cuda_from(torch.zeros_like(v), managed=k != "dense") for k, v in expect.items()}
+    lp = ZeroCopyLoadPlanner()
+    dcp.load(targets, checkpoint_id=a.dir, planner=lp)
+    torch.cuda.synchronize()
+    planner_equal = {k: torch.equal(targets[k].cpu(), expect[k]) for k in expect}
+    result(mode=a.mode, peak_extra_bytes=peak_kib * 1024, tables_bytes=sum(sizes),
+           save_views=planner.zero_copy.views if planner else 0, load_views=lp.zero_copy.views,
+           stock_equal=stock_equal, planner_equal=planner_equal, locked_peak=drv.uvmsim_pinned_peak(),
+           strided_taken=strided_taken)
 
 
 def main():
