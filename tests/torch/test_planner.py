@@ -1,10 +1,12 @@
 """uvmchunk.dcp's ZeroCopy planners with real PyTorch on the simulator: a save of three managed
 tables (FBGEMM's advice) plus other tensors writes straight from the managed pages (peak host
 memory about zero, printed beside stock DCP and the preload library), sees a table rewritten on a
-side stream just before the save, leaves ordinary, offset-free of CPU preference and strided
-tensors to DCP's normal path, reloads bitwise equal with the stock reader and with the load
-planner, does nothing without concurrent managed access, and is harmless under dcp.async_save."""
-import pytest
+side stream just before the save and a view with a storage offset, leaves ordinary CUDA tensors,
+managed memory without CPU preference and strided views to DCP's normal path, reloads bitwise
+equal with the stock reader and with the load
+planner, does nothing without concurrent managed access, is harmless under dcp.async_save, and
+works the same under torchrun --nproc_per_node=2 (gloo)."""
+import sys
 
 from conftest import run_body
 
@@ -13,13 +15,20 @@ TABLE = 64 * MIB  # tables of 64, 96 and 128 MiB
 VIEWS = 4         # the three tables and the view with a storage offset
 
 
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
+
+
+def check(r, res):
+    assert all(res["stock_equal"].values()), r.describe()
+    assert all(res["planner_equal"].values()), r.describe()
+    assert res["strided_taken"] is False, r.describe()
+
+
 def planner_run(tmp_path, mode, with_lib=False, extra_env=None, name="ckpt"):
     r = run_body("planner", with_lib, "--size", str(TABLE), "--dir", str(tmp_path / name), "--mode", mode,
                  lib_env={"UVMCHUNK_PINNED_THRESHOLD": "32MiB"}, extra_env=extra_env, timeout=600)
     res = r.result
-    assert all(res["stock_equal"].values()), r.describe()
-    assert all(res["planner_equal"].values()), r.describe()
-    assert res["strided_taken"] is False, r.describe()
+    check(r, res)
     return r, res
 
 
@@ -43,3 +52,14 @@ def test_no_view_without_concurrent_managed_access(tmp_path):
 def test_harmless_under_async_save(tmp_path):
     r, res = planner_run(tmp_path, "async")
     assert res["save_views"] == 0, r.describe()  # the staged copies are CPU tensors already
+
+
+def test_torchrun_two_ranks(tmp_path):
+    r = run_body("planner", False, "--size", str(TABLE // 2), "--dir", str(tmp_path / "ckpt"), "--mode", "planner",
+                 launcher=TORCHRUN, timeout=600)
+    assert sorted(x["rank"] for x in r.results) == [0, 1], r.describe()
+    for res in r.results:
+        check(r, res)
+        print(f"rank {res['rank']}: tables {res['tables_bytes'] / MIB:.0f} MiB, peak extra host memory "
+              f"{res['peak_extra_bytes'] / MIB:.0f} MiB")
+        assert res["save_views"] == VIEWS and res["peak_extra_bytes"] <= 64 * MIB, r.describe()

@@ -291,8 +291,14 @@ def body_planner(a):
     import torch.distributed.checkpoint as dcp
     from uvmchunk.dcp import ZeroCopyLoadPlanner, ZeroCopySavePlanner
     drv = sim_driver()
+    rank = 0
+    if "RANK" in os.environ:  # under torchrun: gloo, both ranks on the one (simulated) GPU
+        import torch.distributed as dist
+        dist.init_process_group("gloo")
+        torch.cuda.set_device(0)
+        rank = dist.get_rank()
     sizes = [a.size, a.size * 3 // 2, a.size * 2]
-    expect = {f"table{i}": pattern(n, 40 + i) for i, n in enumerate(sizes)}
+    expect = {f"table{i}": pattern(n, 40 + i + 10 * rank) for i, n in enumerate(sizes)}
     state = {k: cuda_from(v, managed=True) for k, v in expect.items()}
     expect["dense"] = pattern(1 << 20, 50)
     state["dense"] = cuda_from(expect["dense"], managed=False)
@@ -315,6 +321,9 @@ def body_planner(a):
         state["table0"].copy_(expect["table0"], non_blocking=True)
     if a.mode == "async":  # async_save stages on its own stream at once: the caller must sync first
         torch.cuda.synchronize()
+    if rank or "RANK" in os.environ:  # each rank saves its own tensors under its own names
+        expect = {f"r{rank}.{k}": v for k, v in expect.items()}
+        state = {f"r{rank}.{k}": v for k, v in state.items()}
     planner = ZeroCopySavePlanner() if a.mode in ("planner", "async") else None
     _clear_hwm()
     rss0 = _status_kib("VmRSS")
@@ -331,12 +340,16 @@ def body_planner(a):
     dcp.load(back, checkpoint_id=a.dir)
     stock_equal = {k: torch.equal(back[k], expect[k]) for k in expect}
     # zeroed by host-to-device copies (a fill would launch a kernel)
-    targets = {k: cuda_from(torch.zeros_like(v), managed=k != "dense") for k, v in expect.items()}
+    targets = {k: cuda_from(torch.zeros_like(v), managed=not k.endswith("dense")) for k, v in expect.items()}
     lp = ZeroCopyLoadPlanner()
     dcp.load(targets, checkpoint_id=a.dir, planner=lp)
     torch.cuda.synchronize()
     planner_equal = {k: torch.equal(targets[k].cpu(), expect[k]) for k in expect}
-    result(mode=a.mode, peak_extra_bytes=peak_kib * 1024, tables_bytes=sum(sizes),
+    if "RANK" in os.environ:
+        import torch.distributed as dist
+        dist.barrier()
+        dist.destroy_process_group()
+    result(rank=rank, mode=a.mode, peak_extra_bytes=peak_kib * 1024, tables_bytes=sum(sizes),
            save_views=planner.zero_copy.views if planner else 0, load_views=lp.zero_copy.views,
            stock_equal=stock_equal, planner_equal=planner_equal, locked_peak=drv.uvmsim_pinned_peak(),
            strided_taken=strided_taken)
