@@ -4,6 +4,7 @@
 #define UVMC_TEST_COMMON_H
 
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -50,6 +51,31 @@ static inline size_t test_queued_blocks(size_t n)
     size_t most = 4 * (size_t)test_cfg.depth < 24 ? 4 * (size_t)test_cfg.depth : 24;
     size_t chunk = test_cfg.chunk_size * ((test_blocks(n) + most - 1) / most);
     return n / chunk + (n % chunk != 0);
+}
+
+/* A host function that holds its stream until the test opens the gate. */
+struct test_gate {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int open;
+};
+#define TEST_GATE_INIT {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0}
+
+static inline void test_gate_wait(void *arg)
+{
+    struct test_gate *g = arg;
+    pthread_mutex_lock(&g->lock);
+    while (!g->open)
+        pthread_cond_wait(&g->cond, &g->lock);
+    pthread_mutex_unlock(&g->lock);
+}
+
+static inline void test_gate_open(struct test_gate *g)
+{
+    pthread_mutex_lock(&g->lock);
+    g->open = 1;
+    pthread_cond_broadcast(&g->cond);
+    pthread_mutex_unlock(&g->lock);
 }
 
 static inline uint8_t test_pattern(size_t i)

@@ -155,29 +155,10 @@ START_TEST(large_copy_keeps_the_queue_bounded_in_every_mode)
 }
 END_TEST
 
-struct gate {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int open;
-};
-
-static void CUDART_CB wait_gate(void *arg)
-{
-    struct gate *g = arg;
-    pthread_mutex_lock(&g->mu);
-    while (!g->open)
-        pthread_cond_wait(&g->cv, &g->mu);
-    pthread_mutex_unlock(&g->mu);
-}
-
 static void *open_gate_later(void *arg)
 {
-    struct gate *g = arg;
     usleep(3000000);
-    pthread_mutex_lock(&g->mu);
-    g->open = 1;
-    pthread_cond_broadcast(&g->cv);
-    pthread_mutex_unlock(&g->mu);
+    test_gate_open(arg);
     return NULL;
 }
 
@@ -192,8 +173,8 @@ START_TEST(async_copy_into_pinned_never_blocks_a_full_stream)
 {
     /* Nothing on the stream completes until the gate opens, 3 s later: a copy that put more than
      * the stream's capacity (64) on it would block its caller until then. */
-    struct gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
-    ck_assert_int_eq(cudaLaunchHostFunc(user, wait_gate, &g), cudaSuccess);
+    struct test_gate g = TEST_GATE_INIT;
+    ck_assert_int_eq(cudaLaunchHostFunc(user, test_gate_wait, &g), cudaSuccess);
     pthread_t th;
     pthread_create(&th, NULL, open_gate_later, &g);
     double t0 = now_s();

@@ -363,34 +363,16 @@ START_TEST(first_copy_on_a_new_thread_is_split)
 }
 END_TEST
 
-struct gate {
-    pthread_mutex_t lock;
-    pthread_cond_t cond;
-    int open;
-};
-
-static void CUDART_CB wait_gate_fn(void *arg)
-{
-    struct gate *g = arg;
-    pthread_mutex_lock(&g->lock);
-    while (!g->open)
-        pthread_cond_wait(&g->cond, &g->lock);
-    pthread_mutex_unlock(&g->lock);
-}
-
 START_TEST(async_copy_behind_a_host_gate_does_not_deadlock)
 {
     /* The stream waits for something the program does only after cudaMemcpyAsync returns: the
      * split call must return without waiting for any block, as the unsplit one would. */
     cudaStream_t s;
-    struct gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+    struct test_gate g = TEST_GATE_INIT;
     ck_assert_int_eq(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
-    ck_assert_int_eq(cudaLaunchHostFunc(s, wait_gate_fn, &g), cudaSuccess);
+    ck_assert_int_eq(cudaLaunchHostFunc(s, test_gate_wait, &g), cudaSuccess);
     ck_assert_int_eq(cudaMemcpyAsync(pinned, managed, big, cudaMemcpyDeviceToHost, s), cudaSuccess);
-    pthread_mutex_lock(&g.lock);
-    g.open = 1;
-    pthread_cond_signal(&g.cond);
-    pthread_mutex_unlock(&g.lock);
+    test_gate_open(&g);
     ck_assert_int_eq(cudaStreamSynchronize(s), cudaSuccess);
     expect_bytes(pinned, managed, big);
     ck_assert_int_eq(cudaStreamDestroy(s), cudaSuccess);

@@ -11,6 +11,7 @@
 #include <cuda_runtime_api.h>
 
 #include "demo.h"
+#include "procfs.h"
 
 #define CHECK(call)                                                                          \
     do {                                                                                     \
@@ -57,20 +58,6 @@ size_t uvmc_next_pow2(size_t n)
 }
 
 static uint64_t pattern(size_t i) { return (uint64_t)i * 0x9E3779B97F4A7C15ull ^ 0x5555AAAA5555AAAAull; }
-
-static long status_kib(const char *key)
-{
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    long v = -1;
-    size_t k = strlen(key);
-    while (f && fgets(line, sizeof line, f))
-        if (!strncmp(line, key, k) && line[k] == ':')
-            v = strtol(line + k + 1, NULL, 10);
-    if (f)
-        fclose(f);
-    return v;
-}
 
 /* Resets VmHWM to the current RSS, so the next reading is the peak from here on. */
 static void reset_hwm(void)
@@ -171,7 +158,7 @@ int main(int argc, char **argv)
     /* The pinned destination PyTorch would allocate: rounded up to a power of two. Host memory is
      * measured from here: what the checkpoint costs on top of the table. */
     reset_hwm();
-    long rss0 = status_kib("VmRSS");
+    long rss0 = uvmc_proc_kib("/proc/self/status", "VmRSS");
     uint64_t *dst = NULL;
     CHECK(cudaHostAlloc((void **)&dst, uvmc_next_pow2(size), cudaHostAllocDefault));
     memset(dst, 0xAB, size);
@@ -191,7 +178,7 @@ int main(int argc, char **argv)
     CHECK(cudaEventRecord(done, stream));
     CHECK(cudaEventSynchronize(done));
     double secs = now_s() - t0;
-    long extra_kib = status_kib("VmHWM") - rss0;
+    long extra_kib = uvmc_proc_kib("/proc/self/status", "VmHWM") - rss0;
     unsigned long long (*sim_locked)(void) = (unsigned long long (*)(void))dlsym(RTLD_DEFAULT, "uvmsim_pinned_peak");
 
     size_t bad = 0;
