@@ -233,8 +233,8 @@ int uvmc_large_copy(struct uvmc_copy *c)
         rc = uvmc_engine_copy(c);
     } else {
         uvmc_tls_busy--; /* any other use pins a lazy buffer before the call proceeds */
-        uvmc_lazy_use(c->dst, c->count);
-        uvmc_lazy_use(c->src, c->count);
+        uvmc_lazy_use(c->dst, c->count, c->api->runtime);
+        uvmc_lazy_use(c->src, c->count, c->api->runtime);
         uvmc_tls_busy++;
         atomic_fetch_add_explicit(c->small ? &uvmc_stats.passed_small : &uvmc_stats.passed_large, 1,
                                   memory_order_relaxed);

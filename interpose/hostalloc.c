@@ -61,6 +61,8 @@ CUresult cuMemAllocHost_v2(void **pp, size_t bytesize)
 cudaError_t cudaFreeHost(void *ptr)
 {
     UVMC_REAL_OR_RETURN(cudaFreeHost, cudaErrorSharedObjectSymbolNotFound);
+    if (ptr && atomic_load_explicit(&uvmc_lazy_live, memory_order_relaxed))
+        uvmc_thread_context(true); /* as the real free would, before any driver call of ours */
     int r = uvmc_lazy_free(ptr);
     return r < 0 ? uvmc_real.cudaFreeHost(ptr) : (cudaError_t)r;
 }
@@ -72,34 +74,48 @@ CUresult cuMemFreeHost(void *p)
     return r < 0 ? uvmc_real.cuMemFreeHost(p) : (CUresult)r;
 }
 
+/* Memory the driver already has registered (or allocated pinned): the real call answers. */
+static bool uvmc_registered_already(void *ptr)
+{
+    unsigned int type = 0;
+    CUpointer_attribute at = CU_POINTER_ATTRIBUTE_MEMORY_TYPE;
+    void *data = &type;
+    return uvmc_driver_ready() && uvmc_drv.cuPointerGetAttributes(1, &at, &data, (CUdeviceptr)(uintptr_t)ptr) == CUDA_SUCCESS &&
+           type == CU_MEMORYTYPE_HOST;
+}
+
 /* PyTorch's pinned_use_cuda_host_register option and async checkpoint staging pin with a
  * registration; a very large one fails with "invalid argument" (BRIEF §1, §9). Kept lazy like an
  * allocation: nothing is locked until a use asks for it. Mapped, IoMemory and ReadOnly
  * registrations pass through. */
-#define UVMC_LAZY_REGISTER(ptr, size, flags, runtime, ok)                                              \
-    if ((ptr) && uvmc_lazy_candidate((size), (flags)) && uvmc_thread_context(runtime)) {              \
-        uvmc_lazy_register((ptr), (size), (flags));                                                    \
-        return ok;                                                                                     \
+#define UVMC_LAZY_REGISTER(ptr, size, flags, runtime, type)                                            \
+    if ((ptr) && uvmc_lazy_overlaps_undecided((ptr), (size)))                                          \
+        return (type)CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;                                        \
+    if ((ptr) && uvmc_lazy_candidate((size), (flags)) && uvmc_thread_context(runtime) &&              \
+        !uvmc_registered_already(ptr)) {                                                               \
+        int r_ = uvmc_lazy_register((ptr), (size), (flags));                                           \
+        if (r_ >= 0)                                                                                   \
+            return (type)r_;                                                                           \
     }
 
 cudaError_t cudaHostRegister(void *ptr, size_t size, unsigned int flags)
 {
     UVMC_REAL_OR_RETURN(cudaHostRegister, cudaErrorSharedObjectSymbolNotFound);
-    UVMC_LAZY_REGISTER(ptr, size, flags, true, cudaSuccess);
+    UVMC_LAZY_REGISTER(ptr, size, flags, true, cudaError_t);
     return uvmc_real.cudaHostRegister(ptr, size, flags);
 }
 
 CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags)
 {
     UVMC_REAL_OR_RETURN(cuMemHostRegister_v2, CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND);
-    UVMC_LAZY_REGISTER(p, bytesize, Flags, false, CUDA_SUCCESS);
+    UVMC_LAZY_REGISTER(p, bytesize, Flags, false, CUresult);
     return uvmc_real.cuMemHostRegister_v2(p, bytesize, Flags);
 }
 
 CUresult cuMemHostRegister(void *p, size_t bytesize, unsigned int Flags)
 {
     UVMC_REAL_OR_RETURN(cuMemHostRegister, CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND);
-    UVMC_LAZY_REGISTER(p, bytesize, Flags, false, CUDA_SUCCESS);
+    UVMC_LAZY_REGISTER(p, bytesize, Flags, false, CUresult);
     return uvmc_real.cuMemHostRegister(p, bytesize, Flags);
 }
 
@@ -107,6 +123,8 @@ CUresult cuMemHostRegister(void *p, size_t bytesize, unsigned int Flags)
 cudaError_t cudaHostUnregister(void *ptr)
 {
     UVMC_REAL_OR_RETURN(cudaHostUnregister, cudaErrorSharedObjectSymbolNotFound);
+    if (ptr && atomic_load_explicit(&uvmc_lazy_live, memory_order_relaxed))
+        uvmc_thread_context(true);
     int r = uvmc_lazy_unregister(ptr);
     return r < 0 ? uvmc_real.cudaHostUnregister(ptr) : (cudaError_t)r;
 }

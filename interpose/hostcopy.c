@@ -32,6 +32,7 @@ static pthread_mutex_t uvmc_pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t uvmc_pool_work = PTHREAD_COND_INITIALIZER;
 static struct uvmc_part *uvmc_pool_head;
 static unsigned uvmc_pool_workers;
+static unsigned uvmc_pool_cap = UVMC_COPY_THREADS_MAX; /* lowered when a thread cannot start */
 static pid_t uvmc_pool_pid;
 
 static void uvmc_part_done(struct uvmc_block_sync *s)
@@ -64,6 +65,8 @@ static void *uvmc_pool_main(void *arg)
 static unsigned uvmc_pool_ensure_locked(void)
 {
     unsigned want = uvmc_cfg.copy_threads > 0 ? uvmc_cfg.copy_threads - 1 : 0;
+    if (want > uvmc_pool_cap)
+        want = uvmc_pool_cap;
     if (uvmc_pool_pid != getpid()) {
         uvmc_pool_pid = getpid();
         uvmc_pool_workers = 0;
@@ -79,7 +82,7 @@ static unsigned uvmc_pool_ensure_locked(void)
         if (rc != 0) {
             uvmc_log(UVMC_LOG_WARN, "cannot start host copy thread %u of %u; fewer threads copy",
                      uvmc_pool_workers + 2, want + 1);
-            want = uvmc_pool_workers; /* do not retry for every block */
+            uvmc_pool_cap = uvmc_pool_workers; /* do not retry (and warn) for every block */
             break;
         }
         uvmc_pool_workers++;

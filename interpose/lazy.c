@@ -31,7 +31,7 @@ struct uvmc_lazy {
 static struct uvmc_lazy *uvmc_lazy_table;
 /* Held across a conversion too, so racing first uses convert a buffer once. */
 static pthread_mutex_t uvmc_lazy_lock = PTHREAD_MUTEX_INITIALIZER;
-static atomic_size_t uvmc_lazy_live;     /* entries in the table: frees skip the lock while 0 */
+atomic_size_t uvmc_lazy_live;            /* entries in the table: frees skip the lock while 0 */
 atomic_uintptr_t uvmc_lazy_lo, uvmc_lazy_hi; /* bounds of the undecided buffers; hi 0 when none */
 
 /* Under the lock: the bounds the hot path checks, over the buffers still undecided. */
@@ -49,18 +49,37 @@ static void uvmc_lazy_bounds_locked(void)
     atomic_store_explicit(&uvmc_lazy_hi, hi, memory_order_release);
 }
 
-static void uvmc_lazy_add(void *ptr, size_t size, unsigned flags, bool mapped)
+/* The end of [p, p+n), saturated: a range that would wrap still overlaps what lies above p. */
+static uintptr_t uvmc_end(const void *p, size_t n)
+{
+    uintptr_t a = (uintptr_t)p;
+    return n > UINTPTR_MAX - a ? UINTPTR_MAX : a + (n ? n : 1);
+}
+
+/* Records a buffer: 0; 712 when it overlaps one already recorded (what a second registration of
+ * the same memory gives); -1 when out of memory. */
+static int uvmc_lazy_add(void *ptr, size_t size, unsigned flags, bool mapped)
 {
     struct uvmc_lazy *e = malloc(sizeof *e);
     if (!e)
-        return;
+        return -1;
     *e = (struct uvmc_lazy){.ptr = ptr, .size = size, .flags = flags, .mapped = mapped, .state = UVMC_LAZY_UNDECIDED,
                             .pid = getpid()};
+    uintptr_t a = (uintptr_t)ptr, b = uvmc_end(ptr, size);
     pthread_mutex_lock(&uvmc_lazy_lock);
+    for (struct uvmc_lazy *o = uvmc_lazy_table; o; o = o->hh.next)
+        if (o->pid == e->pid && a < uvmc_end(o->ptr, o->size) && b > (uintptr_t)o->ptr) {
+            pthread_mutex_unlock(&uvmc_lazy_lock);
+            free(e);
+            _Static_assert(CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED == (int)cudaErrorHostMemoryAlreadyRegistered,
+                           "one code serves both APIs");
+            return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+        }
     HASH_ADD_PTR(uvmc_lazy_table, ptr, e);
     atomic_fetch_add_explicit(&uvmc_lazy_live, 1, memory_order_relaxed);
     uvmc_lazy_bounds_locked();
     pthread_mutex_unlock(&uvmc_lazy_lock);
+    return 0;
 }
 
 void *uvmc_lazy_alloc(size_t size, unsigned flags)
@@ -72,32 +91,39 @@ void *uvmc_lazy_alloc(size_t size, unsigned flags)
     }
     /* First touch of 20 GiB in 4 KiB pages is five million faults; huge pages where the kernel can. */
     madvise(p, size, MADV_HUGEPAGE);
-    uvmc_lazy_add(p, size, flags, true);
+    if (uvmc_lazy_add(p, size, flags, true) != 0) {
+        munmap(p, size);
+        uvmc_log(UVMC_LOG_WARN, "cannot record a %zu-byte lazy buffer; allocating it pinned as asked", size);
+        return NULL;
+    }
     atomic_fetch_add_explicit(&uvmc_stats.substituted, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&uvmc_stats.substituted_bytes, size, memory_order_relaxed);
     uvmc_log(UVMC_LOG_DEBUG, "pinned request of %zu bytes served lazily at %p", size, p);
     return p;
 }
 
-void uvmc_lazy_register(void *ptr, size_t size, unsigned flags)
+int uvmc_lazy_register(void *ptr, size_t size, unsigned flags)
 {
-    uvmc_lazy_add(ptr, size, flags, false);
+    int r = uvmc_lazy_add(ptr, size, flags, false);
+    if (r != 0)
+        return r;
     atomic_fetch_add_explicit(&uvmc_stats.substituted, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&uvmc_stats.substituted_bytes, size, memory_order_relaxed);
     uvmc_log(UVMC_LOG_DEBUG, "registration of %zu bytes at %p kept lazy", size, ptr);
+    return 0;
 }
 
 /* Under the lock: registers e with the driver, in relaxed capture mode so another thread's
  * capture is not disturbed (a registration is a "potentially unsafe" call, BRIEF §7). Allocations
  * are mapped for the device whatever their flags, as CUDA maps every host allocation under unified
  * addressing. A failure leaves the buffer pageable for good, said once per buffer. */
-static void uvmc_lazy_convert_locked(struct uvmc_lazy *e)
+static void uvmc_lazy_convert_locked(struct uvmc_lazy *e, bool runtime)
 {
     unsigned flags = CU_MEMHOSTREGISTER_DEVICEMAP | (e->flags & CU_MEMHOSTALLOC_PORTABLE ? CU_MEMHOSTREGISTER_PORTABLE : 0);
     /* A registration needs a current context: the runtime sets one up as the caller's runtime call
-     * would; a thread with none (a driver caller's) keeps the buffer undecided, and the real call
-     * then gives its own answer. */
-    if (!uvmc_thread_context(true))
+     * would; a driver caller's thread with none keeps the buffer undecided, and the real call then
+     * gives its own answer. */
+    if (!uvmc_thread_context(runtime))
         return;
     CUresult r = CUDA_ERROR_NOT_INITIALIZED;
     if (uvmc_driver_ready() && uvmc_drv.cuMemHostRegister) {
@@ -119,11 +145,11 @@ static void uvmc_lazy_convert_locked(struct uvmc_lazy *e)
     }
 }
 
-void uvmc_lazy_touch(const void *p, size_t n)
+void uvmc_lazy_touch(const void *p, size_t n, bool runtime)
 {
     if (uvmc_tls_busy) /* the library's own calls: its staging and blocks never decide anything */
         return;
-    uintptr_t a = (uintptr_t)p, b = n ? a + n : a + 1;
+    uintptr_t a = (uintptr_t)p, b = uvmc_end(p, n);
     pid_t self = getpid();
     uvmc_tls_busy++;
     pthread_mutex_lock(&uvmc_lazy_lock);
@@ -131,7 +157,7 @@ void uvmc_lazy_touch(const void *p, size_t n)
     for (struct uvmc_lazy *e = uvmc_lazy_table; e; e = e->hh.next)
         if (e->state == UVMC_LAZY_UNDECIDED && e->pid == self && a < (uintptr_t)e->ptr + e->size &&
             b > (uintptr_t)e->ptr) {
-            uvmc_lazy_convert_locked(e);
+            uvmc_lazy_convert_locked(e, runtime);
             changed = true;
         }
     if (changed)
@@ -144,7 +170,7 @@ void uvmc_lazy_claim(const void *p, size_t n)
 {
     if (!uvmc_lazy_maybe(p, n))
         return;
-    uintptr_t a = (uintptr_t)p, b = a + n;
+    uintptr_t a = (uintptr_t)p, b = uvmc_end(p, n);
     pid_t self = getpid();
     pthread_mutex_lock(&uvmc_lazy_lock);
     bool changed = false;
@@ -160,50 +186,69 @@ void uvmc_lazy_claim(const void *p, size_t n)
     pthread_mutex_unlock(&uvmc_lazy_lock);
 }
 
-/* Removes the entry starting at ptr if it is an allocation (mapped) or a registration (!mapped);
- * NULL when there is none. */
-static struct uvmc_lazy *uvmc_lazy_take(void *ptr, bool mapped)
+/* The entry starting at ptr if it is an allocation (mapped) or a registration (!mapped) of this
+ * process; NULL when there is none. It stays in the table (removed only once released). */
+static struct uvmc_lazy *uvmc_lazy_find_locked(void *ptr, bool mapped)
+{
+    struct uvmc_lazy *e;
+    HASH_FIND_PTR(uvmc_lazy_table, &ptr, e);
+    return e && e->mapped == mapped && e->pid == getpid() ? e : NULL;
+}
+
+/* Releases the entry at ptr: unregistered if it was converted (the driver waits for what it queued
+ * on it, as the real call); if it stayed pageable, after the device is idle, as the real free
+ * waits (copies the library did not split may have reached it since, and on CUDA 12.2+ a
+ * device-to-host one into pageable memory may still be running). Undecided, nothing can have
+ * touched it: any copy would have pinned it first, and a split copy had landed when it returned.
+ * On a failure the entry stays, unchanged, and the driver's code is returned. */
+static int uvmc_lazy_release(void *ptr, bool mapped)
 {
     if (!atomic_load_explicit(&uvmc_lazy_live, memory_order_relaxed))
-        return NULL;
-    struct uvmc_lazy *e;
+        return -1;
     pthread_mutex_lock(&uvmc_lazy_lock);
-    HASH_FIND_PTR(uvmc_lazy_table, &ptr, e);
-    if (e && e->mapped == mapped && e->pid == getpid()) {
+    struct uvmc_lazy *e = uvmc_lazy_find_locked(ptr, mapped);
+    int r = e ? 0 : -1;
+    if (e && e->state == UVMC_LAZY_PINNED && uvmc_drv.cuMemHostUnregister)
+        r = uvmc_drv.cuMemHostUnregister(e->ptr);
+    else if (e && e->state == UVMC_LAZY_PAGEABLE && mapped && uvmc_drv.cuCtxSynchronize)
+        r = uvmc_drv.cuCtxSynchronize();
+    if (e && r == 0) {
         HASH_DEL(uvmc_lazy_table, e);
         atomic_fetch_sub_explicit(&uvmc_lazy_live, 1, memory_order_relaxed);
         uvmc_lazy_bounds_locked();
-    } else {
-        e = NULL;
     }
     pthread_mutex_unlock(&uvmc_lazy_lock);
-    return e;
-}
-
-/* Converted: unregistered as the real call would (the driver waits for what it queued on it).
- * Still pageable: only the library's split copies ever wrote it, and each had landed when it
- * returned, so nothing queued can still touch it. */
-static int uvmc_lazy_drop(struct uvmc_lazy *e)
-{
-    int r = 0;
-    if (e->state == UVMC_LAZY_PINNED && uvmc_drv.cuMemHostUnregister)
-        r = uvmc_drv.cuMemHostUnregister(e->ptr);
+    if (r != 0)
+        return r;
     if (e->mapped)
         munmap(e->ptr, e->size);
     free(e);
-    return r;
+    return 0;
+}
+
+bool uvmc_lazy_overlaps_undecided(const void *p, size_t n)
+{
+    if (!atomic_load_explicit(&uvmc_lazy_live, memory_order_relaxed))
+        return false;
+    uintptr_t a = (uintptr_t)p, b = uvmc_end(p, n);
+    pid_t self = getpid();
+    bool hit = false;
+    pthread_mutex_lock(&uvmc_lazy_lock);
+    for (struct uvmc_lazy *e = uvmc_lazy_table; e && !hit; e = e->hh.next)
+        hit = e->state == UVMC_LAZY_UNDECIDED && e->pid == self && a < uvmc_end(e->ptr, e->size) &&
+              b > (uintptr_t)e->ptr;
+    pthread_mutex_unlock(&uvmc_lazy_lock);
+    return hit;
 }
 
 int uvmc_lazy_free(void *ptr)
 {
-    struct uvmc_lazy *e = uvmc_lazy_take(ptr, true);
-    return e ? uvmc_lazy_drop(e) : -1;
+    return uvmc_lazy_release(ptr, true);
 }
 
 int uvmc_lazy_unregister(void *ptr)
 {
-    struct uvmc_lazy *e = uvmc_lazy_take(ptr, false);
-    return e ? uvmc_lazy_drop(e) : -1;
+    return uvmc_lazy_release(ptr, false);
 }
 
 /* Held across fork() so the child never inherits it locked by a thread that does not exist there.

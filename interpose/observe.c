@@ -18,7 +18,7 @@ static void uvmc_use_pitched_3d(const struct cudaPitchedPtr *pp, const struct cu
 {
     size_t rows = pp->ysize ? pp->ysize : pos->y + e->height;
     if (pp->ptr && e->depth)
-        uvmc_lazy_use(pp->ptr, pp->pitch * rows * (pos->z + e->depth));
+        uvmc_lazy_use(pp->ptr, pp->pitch * rows * (pos->z + e->depth), true);
 }
 
 static void uvmc_use_3d(const struct cudaMemcpy3DParms *p)
@@ -29,12 +29,13 @@ static void uvmc_use_3d(const struct cudaMemcpy3DParms *p)
     uvmc_use_pitched_3d(&p->dstPtr, &p->dstPos, &p->extent);
 }
 
-/* A driver descriptor's side: host or unified memory has an address the library can check. */
+/* A driver descriptor's side: its host address, or its device address, which under unified
+ * addressing may be a mapped pinned buffer's own (arrays have neither). */
 static const void *uvmc_side(CUmemorytype type, const void *host, CUdeviceptr dev)
 {
     if (type == CU_MEMORYTYPE_HOST)
         return host;
-    if (type == CU_MEMORYTYPE_UNIFIED)
+    if (type == CU_MEMORYTYPE_UNIFIED || type == CU_MEMORYTYPE_DEVICE)
         return (const void *)(uintptr_t)dev;
     return NULL;
 }
@@ -46,9 +47,9 @@ static void uvmc_use_2d(const CUDA_MEMCPY2D *p)
     const void *s = uvmc_side(p->srcMemoryType, p->srcHost, p->srcDevice);
     const void *d = uvmc_side(p->dstMemoryType, p->dstHost, p->dstDevice);
     if (s)
-        uvmc_lazy_use(s, uvmc_pitched(p->srcPitch, p->srcXInBytes, p->srcY, p->WidthInBytes, p->Height));
+        uvmc_lazy_use(s, uvmc_pitched(p->srcPitch, p->srcXInBytes, p->srcY, p->WidthInBytes, p->Height), false);
     if (d)
-        uvmc_lazy_use(d, uvmc_pitched(p->dstPitch, p->dstXInBytes, p->dstY, p->WidthInBytes, p->Height));
+        uvmc_lazy_use(d, uvmc_pitched(p->dstPitch, p->dstXInBytes, p->dstY, p->WidthInBytes, p->Height), false);
 }
 
 static void uvmc_use_3d_drv(const CUDA_MEMCPY3D *p)
@@ -59,9 +60,9 @@ static void uvmc_use_3d_drv(const CUDA_MEMCPY3D *p)
     const void *d = uvmc_side(p->dstMemoryType, p->dstHost, p->dstDevice);
     size_t sh = p->srcHeight ? p->srcHeight : p->srcY + p->Height, dh = p->dstHeight ? p->dstHeight : p->dstY + p->Height;
     if (s)
-        uvmc_lazy_use(s, p->srcPitch * sh * (p->srcZ + p->Depth));
+        uvmc_lazy_use(s, p->srcPitch * sh * (p->srcZ + p->Depth), false);
     if (d)
-        uvmc_lazy_use(d, p->dstPitch * dh * (p->dstZ + p->Depth));
+        uvmc_lazy_use(d, p->dstPitch * dh * (p->dstZ + p->Depth), false);
 }
 
 /* One wrapper: resolve, note the uses, then the real call with the caller's arguments. */
@@ -71,7 +72,8 @@ static void uvmc_use_3d_drv(const CUDA_MEMCPY3D *p)
     return uvmc_real.name(__VA_ARGS__);
 #define RT_MISSING cudaErrorSharedObjectSymbolNotFound
 #define DRV_MISSING CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND
-#define USE(p, n) uvmc_lazy_use((const void *)(uintptr_t)(p), (n))
+#define USE(p, n) uvmc_lazy_use((const void *)(uintptr_t)(p), (n), true)
+#define DUSE(p, n) uvmc_lazy_use((const void *)(uintptr_t)(p), (n), false)
 
 /* ---- queries: how PyTorch answers is_pinned(), and what a caller asks before a device access */
 
@@ -89,20 +91,20 @@ cudaError_t cudaHostGetFlags(unsigned int *pFlags, void *pHost)
 }
 CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdeviceptr ptr)
 {
-    UVMC_OBSERVED(cuPointerGetAttribute, DRV_MISSING, USE(ptr, 1), data, attribute, ptr)
+    UVMC_OBSERVED(cuPointerGetAttribute, DRV_MISSING, DUSE(ptr, 1), data, attribute, ptr)
 }
 CUresult cuPointerGetAttributes(unsigned int numAttributes, CUpointer_attribute *attributes, void **data,
                                 CUdeviceptr ptr)
 {
-    UVMC_OBSERVED(cuPointerGetAttributes, DRV_MISSING, USE(ptr, 1), numAttributes, attributes, data, ptr)
+    UVMC_OBSERVED(cuPointerGetAttributes, DRV_MISSING, DUSE(ptr, 1), numAttributes, attributes, data, ptr)
 }
 CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsigned int Flags)
 {
-    UVMC_OBSERVED(cuMemHostGetDevicePointer_v2, DRV_MISSING, USE(p, 1), pdptr, p, Flags)
+    UVMC_OBSERVED(cuMemHostGetDevicePointer_v2, DRV_MISSING, DUSE(p, 1), pdptr, p, Flags)
 }
 CUresult cuMemHostGetFlags(unsigned int *pFlags, void *p)
 {
-    UVMC_OBSERVED(cuMemHostGetFlags, DRV_MISSING, USE(p, 1), pFlags, p)
+    UVMC_OBSERVED(cuMemHostGetFlags, DRV_MISSING, DUSE(p, 1), pFlags, p)
 }
 
 /* ---- runtime copies other than the 1-D ones (runtime.c) */
@@ -287,27 +289,27 @@ cudaError_t cudaMemcpyFromArrayAsync_ptsz(void *dst, cudaArray_const_t src, size
 
 CUresult cuMemcpyHtoD(CUdeviceptr_v1 dstDevice, const void *srcHost, unsigned int ByteCount)
 {
-    UVMC_OBSERVED(cuMemcpyHtoD, DRV_MISSING, USE(srcHost, ByteCount), dstDevice, srcHost, ByteCount)
+    UVMC_OBSERVED(cuMemcpyHtoD, DRV_MISSING, DUSE(srcHost, ByteCount), dstDevice, srcHost, ByteCount)
 }
 CUresult cuMemcpyHtoD_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount)
 {
-    UVMC_OBSERVED(cuMemcpyHtoD_v2, DRV_MISSING, USE(srcHost, ByteCount), dstDevice, srcHost, ByteCount)
+    UVMC_OBSERVED(cuMemcpyHtoD_v2, DRV_MISSING, DUSE(srcHost, ByteCount), dstDevice, srcHost, ByteCount)
 }
 CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount)
 {
-    UVMC_OBSERVED(cuMemcpyHtoD_v2_ptds, DRV_MISSING, USE(srcHost, ByteCount), dstDevice, srcHost, ByteCount)
+    UVMC_OBSERVED(cuMemcpyHtoD_v2_ptds, DRV_MISSING, DUSE(srcHost, ByteCount), dstDevice, srcHost, ByteCount)
 }
 CUresult cuMemcpyHtoDAsync(CUdeviceptr_v1 dstDevice, const void *srcHost, unsigned int ByteCount, CUstream hStream)
 {
-    UVMC_OBSERVED(cuMemcpyHtoDAsync, DRV_MISSING, USE(srcHost, ByteCount), dstDevice, srcHost, ByteCount, hStream)
+    UVMC_OBSERVED(cuMemcpyHtoDAsync, DRV_MISSING, DUSE(srcHost, ByteCount), dstDevice, srcHost, ByteCount, hStream)
 }
 CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount, CUstream hStream)
 {
-    UVMC_OBSERVED(cuMemcpyHtoDAsync_v2, DRV_MISSING, USE(srcHost, ByteCount), dstDevice, srcHost, ByteCount, hStream)
+    UVMC_OBSERVED(cuMemcpyHtoDAsync_v2, DRV_MISSING, DUSE(srcHost, ByteCount), dstDevice, srcHost, ByteCount, hStream)
 }
 CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount, CUstream hStream)
 {
-    UVMC_OBSERVED(cuMemcpyHtoDAsync_v2_ptsz, DRV_MISSING, USE(srcHost, ByteCount), dstDevice, srcHost, ByteCount,
+    UVMC_OBSERVED(cuMemcpyHtoDAsync_v2_ptsz, DRV_MISSING, DUSE(srcHost, ByteCount), dstDevice, srcHost, ByteCount,
                   hStream)
 }
 
@@ -354,40 +356,40 @@ CUresult cuMemcpy3DAsync_v2_ptsz(const CUDA_MEMCPY3D *pCopy, CUstream hStream)
 
 CUresult cuMemcpyHtoA_v2(CUarray dstArray, size_t dstOffset, const void *srcHost, size_t ByteCount)
 {
-    UVMC_OBSERVED(cuMemcpyHtoA_v2, DRV_MISSING, USE(srcHost, ByteCount), dstArray, dstOffset, srcHost, ByteCount)
+    UVMC_OBSERVED(cuMemcpyHtoA_v2, DRV_MISSING, DUSE(srcHost, ByteCount), dstArray, dstOffset, srcHost, ByteCount)
 }
 CUresult cuMemcpyHtoA_v2_ptds(CUarray dstArray, size_t dstOffset, const void *srcHost, size_t ByteCount)
 {
-    UVMC_OBSERVED(cuMemcpyHtoA_v2_ptds, DRV_MISSING, USE(srcHost, ByteCount), dstArray, dstOffset, srcHost, ByteCount)
+    UVMC_OBSERVED(cuMemcpyHtoA_v2_ptds, DRV_MISSING, DUSE(srcHost, ByteCount), dstArray, dstOffset, srcHost, ByteCount)
 }
 CUresult cuMemcpyHtoAAsync_v2(CUarray dstArray, size_t dstOffset, const void *srcHost, size_t ByteCount,
                               CUstream hStream)
 {
-    UVMC_OBSERVED(cuMemcpyHtoAAsync_v2, DRV_MISSING, USE(srcHost, ByteCount), dstArray, dstOffset, srcHost,
+    UVMC_OBSERVED(cuMemcpyHtoAAsync_v2, DRV_MISSING, DUSE(srcHost, ByteCount), dstArray, dstOffset, srcHost,
                   ByteCount, hStream)
 }
 CUresult cuMemcpyHtoAAsync_v2_ptsz(CUarray dstArray, size_t dstOffset, const void *srcHost, size_t ByteCount,
                                    CUstream hStream)
 {
-    UVMC_OBSERVED(cuMemcpyHtoAAsync_v2_ptsz, DRV_MISSING, USE(srcHost, ByteCount), dstArray, dstOffset, srcHost,
+    UVMC_OBSERVED(cuMemcpyHtoAAsync_v2_ptsz, DRV_MISSING, DUSE(srcHost, ByteCount), dstArray, dstOffset, srcHost,
                   ByteCount, hStream)
 }
 CUresult cuMemcpyAtoH_v2(void *dstHost, CUarray srcArray, size_t srcOffset, size_t ByteCount)
 {
-    UVMC_OBSERVED(cuMemcpyAtoH_v2, DRV_MISSING, USE(dstHost, ByteCount), dstHost, srcArray, srcOffset, ByteCount)
+    UVMC_OBSERVED(cuMemcpyAtoH_v2, DRV_MISSING, DUSE(dstHost, ByteCount), dstHost, srcArray, srcOffset, ByteCount)
 }
 CUresult cuMemcpyAtoH_v2_ptds(void *dstHost, CUarray srcArray, size_t srcOffset, size_t ByteCount)
 {
-    UVMC_OBSERVED(cuMemcpyAtoH_v2_ptds, DRV_MISSING, USE(dstHost, ByteCount), dstHost, srcArray, srcOffset, ByteCount)
+    UVMC_OBSERVED(cuMemcpyAtoH_v2_ptds, DRV_MISSING, DUSE(dstHost, ByteCount), dstHost, srcArray, srcOffset, ByteCount)
 }
 CUresult cuMemcpyAtoHAsync_v2(void *dstHost, CUarray srcArray, size_t srcOffset, size_t ByteCount, CUstream hStream)
 {
-    UVMC_OBSERVED(cuMemcpyAtoHAsync_v2, DRV_MISSING, USE(dstHost, ByteCount), dstHost, srcArray, srcOffset,
+    UVMC_OBSERVED(cuMemcpyAtoHAsync_v2, DRV_MISSING, DUSE(dstHost, ByteCount), dstHost, srcArray, srcOffset,
                   ByteCount, hStream)
 }
 CUresult cuMemcpyAtoHAsync_v2_ptsz(void *dstHost, CUarray srcArray, size_t srcOffset, size_t ByteCount,
                                    CUstream hStream)
 {
-    UVMC_OBSERVED(cuMemcpyAtoHAsync_v2_ptsz, DRV_MISSING, USE(dstHost, ByteCount), dstHost, srcArray, srcOffset,
+    UVMC_OBSERVED(cuMemcpyAtoHAsync_v2_ptsz, DRV_MISSING, DUSE(dstHost, ByteCount), dstHost, srcArray, srcOffset,
                   ByteCount, hStream)
 }

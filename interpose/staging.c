@@ -16,9 +16,12 @@ static bool uvmc_ring_failed;
  * child: the ring is the parent's, and CUDA is unusable there. */
 static void uvmc_ring_free(void)
 {
+    if (pthread_mutex_trylock(&uvmc_ring_lock) != 0)
+        return; /* a copy still uses it (a thread running at exit): the process's end frees it */
     if (uvmc_ring && uvmc_ring_pid == getpid() && uvmc_drv.cuMemFreeHost)
         uvmc_drv.cuMemFreeHost(uvmc_ring);
     uvmc_ring = NULL;
+    pthread_mutex_unlock(&uvmc_ring_lock);
 }
 
 /* Relaxed capture mode for this thread around the allocation: a page-locked allocation is a

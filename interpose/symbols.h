@@ -135,6 +135,7 @@
     X(cuMemFreeHost, 2000, PFN_cuMemFreeHost_v2000, 0)                        \
     X(cuThreadExchangeStreamCaptureMode, 10010, PFN_cuThreadExchangeStreamCaptureMode_v10010, 0) \
     X(cuMemHostRegister, 6050, PFN_cuMemHostRegister_v6050, 0)                \
-    X(cuMemHostUnregister, 4000, PFN_cuMemHostUnregister_v4000, 0)
+    X(cuMemHostUnregister, 4000, PFN_cuMemHostUnregister_v4000, 0)            \
+    X(cuCtxSynchronize, 2000, PFN_cuCtxSynchronize_v2000, 0)
 
 #endif

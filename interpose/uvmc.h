@@ -105,6 +105,8 @@ void uvmc_report_missing(const char *name);
 /* Bounds of the buffers whose first use is still to come; hi is 0 while there are none, so the hot
  * path pays one load and one comparison. */
 extern atomic_uintptr_t uvmc_lazy_lo, uvmc_lazy_hi;
+/* Lazy buffers recorded in this process, whatever their state: frees look only while non-zero. */
+extern atomic_size_t uvmc_lazy_live;
 /* True when [p, p+n) may overlap a buffer whose first use is still to come. */
 static inline bool uvmc_lazy_maybe(const void *p, size_t n)
 {
@@ -123,13 +125,15 @@ static inline bool uvmc_lazy_maybe2(const void *a, const void *b, size_t n)
         return false;
     return uvmc_lazy_maybe(a, n) || uvmc_lazy_maybe(b, n);
 }
-/* Converts every still-undecided buffer overlapping [p, p+n) into pinned memory (slow path). */
-void uvmc_lazy_touch(const void *p, size_t n);
+/* Converts every still-undecided buffer overlapping [p, p+n) into pinned memory (slow path).
+ * runtime: the use came through the runtime, which may set up the thread's context first (a
+ * driver call gets exactly what the real one gives a thread without one). */
+void uvmc_lazy_touch(const void *p, size_t n, bool runtime);
 /* Any use of [p, p+n) but a split copy's destination: pinned memory first. */
-static inline void uvmc_lazy_use(const void *p, size_t n)
+static inline void uvmc_lazy_use(const void *p, size_t n, bool runtime)
 {
     if (UVMC_UNLIKELY(uvmc_lazy_maybe(p, n)))
-        uvmc_lazy_touch(p, n);
+        uvmc_lazy_touch(p, n, runtime);
 }
 /* [p, p+n) is the destination of a split copy out of managed memory: undecided buffers there stay
  * pageable for good. */
@@ -137,11 +141,17 @@ void uvmc_lazy_claim(const void *p, size_t n);
 /* A lazily committed, huge-page-advised mapping of size bytes, recorded undecided; NULL on failure
  * (the caller then passes the request through). flags: the caller's (Portable or 0). */
 void *uvmc_lazy_alloc(size_t size, unsigned flags);
-/* Records the caller's [ptr, ptr+size) as registered lazily (nothing locked yet). */
-void uvmc_lazy_register(void *ptr, size_t size, unsigned flags);
-/* Frees an allocation of ours (unregistering it first if it was converted): 0 or the driver's
- * CUresult; -1 when ptr is not one. */
+/* Records the caller's [ptr, ptr+size) as registered lazily (nothing locked yet): 0; or the code
+ * the real registration gives a range overlapping one already recorded (712, the same value for
+ * the runtime and the driver); or -1 when it cannot be recorded (the caller passes it through). */
+int uvmc_lazy_register(void *ptr, size_t size, unsigned flags);
+/* Frees an allocation of ours (unregistering it first if it was converted; waiting for the device
+ * first if copies the library did not split may have reached it, as the real free does): 0, or the
+ * driver's CUresult with the buffer kept as it was; -1 when ptr is not one. */
 int uvmc_lazy_free(void *ptr);
+/* True when [p, p+n) overlaps a buffer still undecided: registered as far as the program knows,
+ * so a registration of it gets the answer a second registration gets. */
+bool uvmc_lazy_overlaps_undecided(const void *p, size_t n);
 /* Forgets a lazy registration (unregistering it if it was converted): 0 or the driver's CUresult;
  * -1 when ptr is not one. */
 int uvmc_lazy_unregister(void *ptr);

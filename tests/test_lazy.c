@@ -218,6 +218,113 @@ START_TEST(registrations_are_lazy_too)
 }
 END_TEST
 
+/* ---- found by a reviewer: each failed before its fix */
+
+static void *free_on_fresh_thread(void *arg)
+{
+    return (void *)(intptr_t)cudaFreeHost(arg);
+}
+
+START_TEST(converted_buffer_freed_on_a_thread_without_context)
+{
+    uint8_t *p = NULL;
+    unsigned long long pinned0 = uvmsim_pinned_bytes();
+    ck_assert_int_eq(cudaHostAlloc((void **)&p, n, cudaHostAllocDefault), cudaSuccess);
+    ck_assert_int_eq(cudaMemcpy(dev, p, 4096, cudaMemcpyHostToDevice), cudaSuccess); /* pinned now */
+    pthread_t th;
+    void *rc = NULL;
+    pthread_create(&th, NULL, free_on_fresh_thread, p);
+    pthread_join(th, &rc);
+    ck_assert_int_eq((int)(intptr_t)rc, cudaSuccess); /* the runtime set up the context first */
+    ck_assert_uint_eq(uvmsim_pinned_bytes(), pinned0);
+}
+END_TEST
+
+START_TEST(failed_unregister_keeps_the_buffer)
+{
+    uint8_t *p = NULL;
+    unsigned long long pinned0 = uvmsim_pinned_bytes();
+    ck_assert_int_eq(cudaHostAlloc((void **)&p, n, cudaHostAllocDefault), cudaSuccess);
+    ck_assert(is_pinned(p));
+    uvmsim_fail_nth("cuMemHostUnregister", 1, CUDA_ERROR_UNKNOWN);
+    ck_assert_int_ne(cudaFreeHost(p), cudaSuccess);
+    ck_assert_uint_eq(uvmsim_pinned_bytes(), pinned0 + n); /* still registered, still mapped */
+    p[n - 1] = 1;
+    ck_assert_int_eq(cudaFreeHost(p), cudaSuccess); /* a retry frees it */
+    ck_assert_uint_eq(uvmsim_pinned_bytes(), pinned0);
+}
+END_TEST
+
+START_TEST(a_range_is_registered_once)
+{
+    /* What the real call says to a second registration of the same memory. */
+    uint8_t *m = malloc(n), *p = NULL;
+    ck_assert_int_eq(cudaHostRegister(m, n, 0), cudaSuccess);
+    ck_assert_int_eq(cudaHostRegister(m, n, 0), cudaErrorHostMemoryAlreadyRegistered);
+    ck_assert_int_eq(cuMemHostRegister_v2(m + 4096, 8192, 0), CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED);
+    ck_assert_int_eq(cudaHostAlloc((void **)&p, n, cudaHostAllocDefault), cudaSuccess);
+    ck_assert_int_eq(cudaHostRegister(p, n, 0), cudaErrorHostMemoryAlreadyRegistered);
+    cudaGetLastError();
+    ck_assert_int_eq(cudaHostUnregister(m), cudaSuccess);
+    ck_assert_int_ne(cudaHostUnregister(m), cudaSuccess);
+    cudaGetLastError();
+    ck_assert_int_eq(cudaFreeHost(p), cudaSuccess);
+    free(m);
+}
+END_TEST
+
+struct drv_use {
+    uint8_t *p;
+    CUresult rc;
+    int had_context_after;
+};
+
+static void *driver_use_without_context(void *arg)
+{
+    struct drv_use *u = arg;
+    u->rc = cuMemcpyHtoD_v2((CUdeviceptr)(uintptr_t)dev, u->p, 4096);
+    CUcontext ctx = NULL;
+    cuCtxGetCurrent(&ctx);
+    u->had_context_after = ctx != NULL;
+    return NULL;
+}
+
+START_TEST(driver_use_on_a_thread_without_context_gets_the_real_answer)
+{
+    struct drv_use u = {0};
+    ck_assert_int_eq(cudaHostAlloc((void **)&u.p, n, cudaHostAllocDefault), cudaSuccess);
+    pthread_t th;
+    pthread_create(&th, NULL, driver_use_without_context, &u);
+    pthread_join(th, NULL);
+    ck_assert_int_eq(u.rc, CUDA_ERROR_INVALID_CONTEXT);
+    ck_assert_int_eq(u.had_context_after, 0); /* no context was made current behind its back */
+    ck_assert(is_pinned(u.p));                 /* a runtime use still pins it */
+    ck_assert_int_eq(cudaFreeHost(u.p), cudaSuccess);
+}
+END_TEST
+
+START_TEST(pageable_buffer_freed_after_the_device_is_done_with_it)
+{
+    /* It stayed pageable (a split copy's destination); a later unsplit device-to-host copy into it
+     * may still run when the free comes (CUDA 12.2+): the free waits, as the real one does. */
+    uint8_t *managed = NULL, *p = NULL;
+    size_t big = 4 * test_cfg.chunk_size > test_cfg.threshold ? 4 * test_cfg.chunk_size : test_cfg.threshold;
+    ck_assert_uint_le(big, n);
+    ck_assert_int_eq(cudaMallocManaged((void **)&managed, big, cudaMemAttachGlobal), cudaSuccess);
+    ck_assert_int_eq(cudaHostAlloc((void **)&p, n, cudaHostAllocDefault), cudaSuccess);
+    ck_assert_int_eq(cudaMemcpy(p, managed, big, cudaMemcpyDeviceToHost), cudaSuccess); /* split: claims it */
+    cudaStream_t s;
+    ck_assert_int_eq(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+    uvmsim_set_op_delay_us(50000);
+    ck_assert_int_eq(cudaMemcpyAsync(p, dev, 4096, cudaMemcpyDeviceToHost, s), cudaSuccess);
+    ck_assert_int_eq(cudaFreeHost(p), cudaSuccess); /* must not unmap under the running copy */
+    uvmsim_set_op_delay_us(0);
+    ck_assert_int_eq(cudaStreamSynchronize(s), cudaSuccess);
+    ck_assert_int_eq(cudaStreamDestroy(s), cudaSuccess);
+    ck_assert_int_eq(cudaFree(managed), cudaSuccess);
+}
+END_TEST
+
 int main(void)
 {
     test_load_config();
@@ -240,6 +347,11 @@ int main(void)
     tcase_add_test(tc, first_uses_racing_from_16_threads_pin_once);
     tcase_add_test(tc, failed_pinning_leaves_the_buffer_pageable);
     tcase_add_test(tc, registrations_are_lazy_too);
+    tcase_add_test(tc, converted_buffer_freed_on_a_thread_without_context);
+    tcase_add_test(tc, failed_unregister_keeps_the_buffer);
+    tcase_add_test(tc, a_range_is_registered_once);
+    tcase_add_test(tc, driver_use_on_a_thread_without_context_gets_the_real_answer);
+    tcase_add_test(tc, pageable_buffer_freed_after_the_device_is_done_with_it);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK);
