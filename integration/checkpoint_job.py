@@ -139,6 +139,9 @@ def main():
     p.add_argument("--size", type=int, required=True, help="managed table bytes per rank (multiple of 1 KiB)")
     p.add_argument("--dir", help="checkpoint folder (default: a temporary folder, removed after)")
     p.add_argument("--chunk", type=int, default=8 << 20, help="fill/verify block bytes (below the copy threshold)")
+    p.add_argument("--mode", choices=("stock", "serial", "planner"), default="stock",
+                   help="stock DCP; serial: FileSystemWriter(per_thread_copy_ahead=0); planner: uvmchunk.dcp's "
+                        "ZeroCopy planners")
     a = p.parse_args()
     t_start = time.monotonic()
 
@@ -147,6 +150,11 @@ def main():
     import torch
     import torch.distributed as dist
     import torch.distributed.checkpoint as dcp
+    save_kw, load_kw = {}, {}
+    if a.mode == "planner":
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+        from uvmchunk.dcp import ZeroCopyLoadPlanner, ZeroCopySavePlanner
+        save_kw, load_kw = {"planner": ZeroCopySavePlanner()}, {"planner": ZeroCopyLoadPlanner()}
 
     dist.init_process_group("gloo")
     torch.cuda.set_device(0)  # every rank on GPU 0: gloo, never NCCL
@@ -183,8 +191,10 @@ def main():
         del made
         dist.barrier()
 
+        if a.mode == "serial":  # stock DCP's own lever: a blocking exact-size copy per tensor
+            save_kw = {"storage_writer": dcp.FileSystemWriter(ckpt, per_thread_copy_ahead=0)}
         t0 = time.monotonic()
-        dcp.save(state, checkpoint_id=ckpt)
+        dcp.save(state, checkpoint_id=ckpt, **save_kw)
         out["save_s"] = time.monotonic() - t0
         out["rss_after_save"] = proc_status("VmRSS")
         dist.barrier()
@@ -194,7 +204,7 @@ def main():
         made = make_state(a.size, rank)
         fresh = {k: t for k, (t, _) in made.items()}
         t0 = time.monotonic()
-        dcp.load(fresh, checkpoint_id=ckpt)
+        dcp.load(fresh, checkpoint_id=ckpt, **load_kw)
         torch.cuda.synchronize()
         out["load_s"] = time.monotonic() - t0
         out["equal"] = {k: verify(t, fillers[seed]) for k, (t, seed) in made.items()}

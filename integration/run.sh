@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # integration/run.sh: the integration harness's one entry point (README "Integration harness
 # (torchrun)"). Runs integration/checkpoint_job.py under `torchrun --standalone --nproc_per_node=2`
-# without libuvmchunk and with it (build/uvmchunk-run) for a short list of sizes per rank, then the
+# in four modes (see UVMC_INTEGRATION_MODES) for a short list of sizes per rank, then the
 # engine comparison on one managed buffer (uvmchunk-demo: unchunked, copy engine, host engine), and
 # prints the tables (integration/report.py).
 #
@@ -12,7 +12,9 @@
 #   UVMC_BUILD                 build folder (default: build/ at the top of the tree)
 #   UVMC_PYTHON                Python with PyTorch (default: .venv/bin/python, else python3)
 #   UVMC_INTEGRATION_BACKEND   auto (default), gpu or sim
-#   UVMC_INTEGRATION_SIZES     sizes per rank (default GPU "1G 4G", simulator "64M 192M")
+#   UVMC_INTEGRATION_SIZES     sizes per rank (default GPU "1G 4G", simulator "64M 128M")
+#   UVMC_INTEGRATION_MODES     job modes (default "plain serial uvmchunk planner": stock DCP, stock
+#                              with per_thread_copy_ahead=0, the preload library, the DCP planners)
 #   UVMC_INTEGRATION_ENGINE_SIZE  engine comparison buffer (default GPU 8G, simulator 512M)
 #   UVMC_INTEGRATION_DEADLINE  seconds for the whole run (default 420 on GPU, 200 simulated)
 #   UVMC_INTEGRATION_OUT       folder for logs and the tables (default: a new temporary folder)
@@ -82,11 +84,12 @@ if [ "$backend" = gpu ]; then
     run_limit=150
 else
     echo "SIMULATED: figures are not GPU figures (simulated CUDA runtime in $build/sim; library thresholds scaled down with the sizes)"
+    # UVMC_SIM_DIR: which mapped libcudart is the one PyTorch is bound to (the planners ask it)
     job_env+=(LD_PRELOAD="$build/sim/libcudart.so.13 $build/sim/libcuda.so.1"
-              LD_LIBRARY_PATH="$build/sim${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
+              LD_LIBRARY_PATH="$build/sim${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" UVMC_SIM_DIR="$build/sim")
     # the library's defaults divided like the sizes: 32 MiB threshold and pinned threshold, 8 MiB blocks
     lib_env+=(UVMCHUNK_THRESHOLD=32MiB UVMCHUNK_CHUNK_SIZE=8MiB UVMCHUNK_DEPTH=2 UVMCHUNK_PINNED_THRESHOLD=32MiB)
-    sizes=${UVMC_INTEGRATION_SIZES:-64M 192M}
+    sizes=${UVMC_INTEGRATION_SIZES:-64M 128M}
     engine_size=${UVMC_INTEGRATION_ENGINE_SIZE:-512M}
     deadline=${UVMC_INTEGRATION_DEADLINE:-200}
     run_limit=100
@@ -111,10 +114,13 @@ gpu_free() { echo "$gpu_free_bytes"; }
 left() { echo $((deadline - (SECONDS - started))); }
 record() { printf '%s\n' "$(IFS=$'\t'; echo "$*")" >>"$manifest"; }
 
-# ---- the checkpoint job: sizes x {without, with}
+modes=${UVMC_INTEGRATION_MODES:-plain serial uvmchunk planner}
+
+# ---- the checkpoint job: sizes x modes: plain (stock DCP), serial (stock with
+# per_thread_copy_ahead=0), uvmchunk (the preload library), planner (uvmchunk.dcp's planners)
 for size in $sizes; do
     n=$(bytes "$size")
-    for mode in plain uvmchunk; do
+    for mode in $modes; do
         tag=job-$size-$mode
         # never more managed memory than the card has free: both ranks on GPU 0, each with its table
         # and the fresh one it loads into, 1 GiB margin; host: those two + the power-of-two pinned
@@ -133,6 +139,7 @@ for size in $sizes; do
         rm -rf "$logs" "$out/$tag.ckpt"
         cmd=("$py" -m torch.distributed.run --standalone --nproc_per_node=2 --log-dir "$logs" --redirects 3
              "$here/checkpoint_job.py" --size "$n" --dir "$out/$tag.ckpt")
+        case $mode in serial | planner) cmd+=(--mode "$mode") ;; esac
         if [ "$mode" = uvmchunk ]; then cmd=("$build/uvmchunk-run" -- "${cmd[@]}"); fi
         echo "running: $tag (limit ${limit}s)"
         rc=0
