@@ -36,24 +36,30 @@ uvmc_build() {
     fi
 }
 
-# PyTorch for tests/torch: the real CUDA 13 wheel, run on the simulated CUDA runtime (no GPU). Put
-# in a venv ($UVMC_VENV, default .venv at the top of the tree); the wheels are downloaded once into
-# $UVMC_WHEEL_CACHE (default ~/.cache/uvmchunk/wheels) and installed from there. Sets UVMC_PYTHON
-# to the venv's python, or leaves it empty (the torch tests then report themselves skipped).
-# UVMC_NO_TORCH=1 skips the install. A failed install is fatal only under CI=true.
+# PyTorch for tests/torch: the real CUDA 13 wheels, run on the simulated CUDA runtime (no GPU), in two
+# versions: UVMC_TORCH_VERSION (2.11.0, the GPU machine's) in $UVMC_VENV (default .venv), and
+# UVMC_TORCH_VERSION2 (2.15.0, the newest on PyPI, built on the CUDA 13.2 runtime) in $UVMC_VENV2
+# (default .venv-torch2.15.0; UVMC_TORCH_VERSION2= skips it). The wheels are downloaded once into
+# $UVMC_WHEEL_CACHE (default ~/.cache/uvmchunk/wheels; both sets ~5.4 GiB) and installed from there.
+# Sets UVMC_PYTHON and UVMC_PYTHON2 to the venvs' pythons, or leaves them empty (the torch tests
+# then report themselves skipped). UVMC_NO_TORCH=1 skips both. A failed install is fatal only
+# under CI=true.
 UVMC_TORCH_VERSION=${UVMC_TORCH_VERSION:-2.11.0}
+UVMC_TORCH_VERSION2=${UVMC_TORCH_VERSION2-2.15.0}
 UVMC_VENV=${UVMC_VENV:-$UVMC_TOP/.venv}
+UVMC_VENV2=${UVMC_VENV2:-$UVMC_TOP/.venv-torch$UVMC_TORCH_VERSION2}
 UVMC_WHEEL_CACHE=${UVMC_WHEEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/uvmchunk/wheels}
 UVMC_PYTHON=${UVMC_PYTHON:-}
+UVMC_PYTHON2=${UVMC_PYTHON2:-}
 
-uvmc_torch_ready() {
-    [ -x "$UVMC_VENV/bin/python" ] && "$UVMC_VENV/bin/python" -c "
+uvmc_torch_ready() { # VENV VERSION
+    [ -x "$1/bin/python" ] && "$1/bin/python" -c "
 import sys, pytest, torch
-sys.exit(torch.__version__.split('+')[0] != '$UVMC_TORCH_VERSION' or not torch.version.cuda)" 2>/dev/null
+sys.exit(torch.__version__.split('+')[0] != '$2' or not torch.version.cuda)" 2>/dev/null
 }
 
-uvmc_install_python_try() {
-    local pkgs=("torch==$UVMC_TORCH_VERSION" pytest numpy)
+uvmc_install_python_try() { # VENV VERSION
+    local pkgs=("torch==$2" pytest numpy)
     if ! python3 -c 'import venv, ensurepip' 2>/dev/null; then
         local sudo=""
         [ "$(id -u)" -eq 0 ] || sudo=sudo
@@ -61,15 +67,25 @@ uvmc_install_python_try() {
         $sudo apt-get update -qq &&
             DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq python3 python3-venv >/dev/null || return 1
     fi
-    [ -x "$UVMC_VENV/bin/python" ] || python3 -m venv "$UVMC_VENV" || return 1
-    echo "uvmchunk: installing PyTorch $UVMC_TORCH_VERSION (CUDA 13 wheel) and pytest into $UVMC_VENV" \
-         "(wheels cached in $UVMC_WHEEL_CACHE)"
+    [ -x "$1/bin/python" ] || python3 -m venv "$1" || return 1
+    echo "uvmchunk: installing PyTorch $2 (CUDA 13 wheel) and pytest into $1 (wheels cached in $UVMC_WHEEL_CACHE)"
     mkdir -p "$UVMC_WHEEL_CACHE" &&
-        "$UVMC_VENV/bin/python" -m pip download --quiet --disable-pip-version-check \
-            -d "$UVMC_WHEEL_CACHE" "${pkgs[@]}" &&
-        "$UVMC_VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-index \
+        "$1/bin/python" -m pip download --quiet --disable-pip-version-check -d "$UVMC_WHEEL_CACHE" "${pkgs[@]}" &&
+        "$1/bin/python" -m pip install --quiet --disable-pip-version-check --no-index \
             --find-links "$UVMC_WHEEL_CACHE" "${pkgs[@]}" &&
-        uvmc_torch_ready
+        uvmc_torch_ready "$1" "$2"
+}
+
+uvmc_install_one() { # VENV VERSION: prints the python on success
+    if uvmc_torch_ready "$1" "$2" || uvmc_install_python_try "$1" "$2" >&2; then
+        echo "$1/bin/python"
+        return 0
+    fi
+    if [ "${CI:-}" = true ]; then
+        echo "uvmchunk: installing PyTorch $2 failed" >&2
+        exit 1
+    fi
+    echo "uvmchunk: could not install PyTorch $2; its PyTorch tests will be skipped" >&2
 }
 
 uvmc_install_python() {
@@ -77,15 +93,10 @@ uvmc_install_python() {
         echo "uvmchunk: UVMC_NO_TORCH=1: the PyTorch tests will be skipped"
         return 0
     fi
-    if uvmc_torch_ready || uvmc_install_python_try; then
-        UVMC_PYTHON=$UVMC_VENV/bin/python
-        return 0
+    UVMC_PYTHON=$(uvmc_install_one "$UVMC_VENV" "$UVMC_TORCH_VERSION")
+    if [ -n "$UVMC_TORCH_VERSION2" ]; then
+        UVMC_PYTHON2=$(uvmc_install_one "$UVMC_VENV2" "$UVMC_TORCH_VERSION2")
     fi
-    if [ "${CI:-}" = true ]; then
-        echo "uvmchunk: installing PyTorch $UVMC_TORCH_VERSION failed" >&2
-        exit 1
-    fi
-    echo "uvmchunk: could not install PyTorch $UVMC_TORCH_VERSION; the PyTorch tests will be skipped" >&2
 }
 
 uvmc_install_packages

@@ -12,3 +12,7 @@ cd "$UVMC_BUILD"
 ctest --output-on-failure -j 2 "$@"
 echo "uvmchunk: the core suites again on the lenient simulator (UVMSIM_PROFILE=lenient)"
 UVMSIM_PROFILE=lenient ctest --output-on-failure -j 2 -L core "$@"
+if [ -n "${UVMC_PYTHON2:-}" ]; then
+    echo "uvmchunk: the PyTorch suites again with PyTorch $UVMC_TORCH_VERSION2 ($UVMC_PYTHON2)"
+    UVMC_TORCH_PYTHON=$UVMC_PYTHON2 ctest --output-on-failure -j 2 -L torch "$@"
+fi

@@ -13,7 +13,8 @@ def test_torch_runs_on_the_simulator(with_lib):
     res = r.result
     sim = os.path.realpath(os.environ["UVMC_SIM_DIR"])
     assert res["available"] is True and res["count"] == 1, r.describe()
-    assert res["torch_cuda"] == "13.0" and res["major"] == 9, r.describe()
+    # 13.0 (torch 2.11) or 13.2 (torch 2.15): a wheel built for CUDA 13, bound to our libcudart.so.13
+    assert res["torch_cuda"].startswith("13.") and res["major"] == 9, r.describe()
     # the simulator's runtime is loaded (first, by its SONAME) and answers torch's calls: its
     # counters move when torch allocates device memory
     assert f"{sim}/libcudart.so.13" in res["cudart"], r.describe()
