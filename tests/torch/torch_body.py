@@ -324,6 +324,12 @@ def body_planner(a):
     if rank or "RANK" in os.environ:  # each rank saves its own tensors under its own names
         expect = {f"r{rank}.{k}": v for k, v in expect.items()}
         state = {f"r{rank}.{k}": v for k, v in state.items()}
+    if a.dtensor:  # one DTensor sharded over the ranks, each local shard a managed table
+        from torch.distributed.tensor import DTensor, Shard, init_device_mesh
+        mesh = init_device_mesh("cuda", (dist.get_world_size(),))
+        shard = pattern(a.size // 2, 70 + rank)
+        state["dtensor"] = DTensor.from_local(cuda_from(shard, managed=True), mesh, [Shard(0)], run_check=False)
+        expect["dtensor"] = shard
     planner = ZeroCopySavePlanner() if a.mode in ("planner", "async") else None
     _clear_hwm()
     rss0 = _status_kib("VmRSS")
@@ -336,15 +342,24 @@ def body_planner(a):
     drv.uvmsim_set_op_delay_us(0)
     torch.cuda.synchronize()
     # reload with the stock reader into CPU tensors, and with the planner into managed targets
-    back = {k: torch.zeros_like(v) for k, v in expect.items()}
+    def fresh(k, v, managed):
+        t = cuda_from(torch.zeros_like(v), managed=managed)  # zeroed by a host-to-device copy, no kernel
+        if k == "dtensor":
+            from torch.distributed.tensor import DTensor
+            return DTensor.from_local(t, state["dtensor"].device_mesh, state["dtensor"].placements, run_check=False)
+        return t
+
+    def local(t):
+        return t.to_local() if hasattr(t, "to_local") else t
+
+    back = {k: fresh(k, v, True) if k == "dtensor" else torch.zeros_like(v) for k, v in expect.items()}
     dcp.load(back, checkpoint_id=a.dir)
-    stock_equal = {k: torch.equal(back[k], expect[k]) for k in expect}
-    # zeroed by host-to-device copies (a fill would launch a kernel)
-    targets = {k: cuda_from(torch.zeros_like(v), managed=not k.endswith("dense")) for k, v in expect.items()}
+    stock_equal = {k: torch.equal(local(back[k]).cpu(), expect[k]) for k in expect}
+    targets = {k: fresh(k, v, not k.endswith("dense")) for k, v in expect.items()}
     lp = ZeroCopyLoadPlanner()
     dcp.load(targets, checkpoint_id=a.dir, planner=lp)
     torch.cuda.synchronize()
-    planner_equal = {k: torch.equal(targets[k].cpu(), expect[k]) for k in expect}
+    planner_equal = {k: torch.equal(local(targets[k]).cpu(), expect[k]) for k in expect}
     if "RANK" in os.environ:
         import torch.distributed as dist
         dist.barrier()
@@ -361,6 +376,7 @@ def main():
     p.add_argument("--size", type=int, default=200 << 20)
     p.add_argument("--dir")
     p.add_argument("--mode", default="save")
+    p.add_argument("--dtensor", action="store_true", help="planner body under torchrun: add a DTensor")
     a = p.parse_args()
     globals()["body_" + a.body](a)
 
