@@ -1,6 +1,6 @@
 """The Python package: the preload environment read as the list LD_PRELOAD is, the one launcher
 (tools/uvmchunk-run runs it), and a wheel built with scikit-build-core that installs into a fresh
-virtual environment with a working uvmchunk-run and python -m uvmchunk."""
+virtual environment with a working uvmchunk-run, python -m uvmchunk and uvmchunk.dcp."""
 import os
 import subprocess
 import sys
@@ -67,7 +67,8 @@ def test_wheel_installs_into_a_fresh_venv(tmp_path, monkeypatch):
     assert r.returncode == 0, r.stderr[-3000:]
     wheel = next(wheels.glob("uvmchunk-*.whl"))
     env_dir = tmp_path / "venv"
-    venv.create(env_dir, with_pip=True)
+    # system site packages: PyTorch, when this Python has it, for uvmchunk.dcp; nothing of ours
+    venv.create(env_dir, with_pip=True, system_site_packages=True)
     py, run_bin = env_dir / "bin" / "python", env_dir / "bin" / "uvmchunk-run"
     r = run([str(py), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-index", str(wheel)])
     assert r.returncode == 0, r.stderr
@@ -79,5 +80,10 @@ def test_wheel_installs_into_a_fresh_venv(tmp_path, monkeypatch):
     assert r.returncode == 0, r.stderr
     assert f"uvmchunk {uvmchunk.__version__}" in r.stdout and installed in r.stdout
     assert "engine=copy" in r.stdout  # the environment override, read by the library's own parser
+    has_torch = run([str(py), "-c", "import torch"]).returncode == 0
+    if has_torch:  # the planners import from the installed package
+        r = run([str(py), "-c", "import uvmchunk.dcp as d, torch.distributed.checkpoint.default_planner as p; "
+                 "assert issubclass(d.ZeroCopySavePlanner, p.DefaultSavePlanner); print(d.__file__)"])
+        assert r.returncode == 0 and r.stdout.strip().startswith(str(env_dir)), r.stderr
     needed = run(["readelf", "-d", installed]).stdout
     assert "libcuda" not in needed and "libcudart" not in needed  # never links CUDA (BRIEF §2)
