@@ -74,14 +74,18 @@ def test_torchrun_two_ranks(tmp_path):
         assert res["save_views"] == VIEWS and res["peak_extra_bytes"] <= 64 * MIB, r.describe()
 
 
-def test_torchrun_dtensor_local_shards(tmp_path):
-    """A DTensor whose local shards are managed tables: each rank's shard is taken as a view and
-    both reloads are bitwise equal. (Its peak host memory is not asserted: with a DTensor in the
-    state the save's peak rose by about the tables' size on the simulator, not yet explained.)"""
+def test_torchrun_dtensor_and_sharded_tensor_local_shards(tmp_path):
+    """A DTensor and a ShardedTensor whose local shards are managed tables: both reload bitwise
+    equal with the stock reader and through the load planner's views; the DTensor's shard is saved
+    from its pages. Not yet: the ShardedTensor's shard is saved through DCP's normal path (the
+    planner is not handed the managed shard itself; cause not found), and with these in the state
+    the save's peak rose by about the tables' size, so peak memory is not asserted here."""
     r = run_body("planner", False, "--size", str(TABLE // 2), "--dir", str(tmp_path / "ckpt"), "--mode", "planner",
                  "--dtensor", launcher=TORCHRUN, timeout=600)
     assert sorted(x["rank"] for x in r.results) == [0, 1], r.describe()
     for res in r.results:
         check(r, res)
-        assert "dtensor" in res["planner_equal"], r.describe()
-        assert res["save_views"] == VIEWS + 1 and res["load_views"] == VIEWS + 1, r.describe()
+        assert "dtensor" in res["planner_equal"] and "sharded" in res["planner_equal"], r.describe()
+        # the DTensor's shard is saved from its pages; the ShardedTensor's is not yet (DCP's
+        # normal path, correct bytes: see the note on this test); both load through the views
+        assert res["save_views"] >= VIEWS + 1 and res["load_views"] >= VIEWS + 2, r.describe()

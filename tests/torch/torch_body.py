@@ -330,6 +330,14 @@ def body_planner(a):
         shard = pattern(a.size // 2, 70 + rank)
         state["dtensor"] = DTensor.from_local(cuda_from(shard, managed=True), mesh, [Shard(0)], run_check=False)
         expect["dtensor"] = shard
+        # and a ShardedTensor whose local shard is a managed table
+        from torch.distributed._shard.sharded_tensor import Shard as STShard, init_from_local_shards
+        n = a.size // 4
+        piece = pattern(n, 80 + rank)
+        state["sharded"] = init_from_local_shards(
+            [STShard.from_tensor_and_offsets(cuda_from(piece, managed=True), [rank * n], rank)],
+            dist.get_world_size() * n)
+        expect["sharded"] = piece
     planner = ZeroCopySavePlanner() if a.mode in ("planner", "async") else None
     _clear_hwm()
     rss0 = _status_kib("VmRSS")
@@ -347,12 +355,20 @@ def body_planner(a):
         if k == "dtensor":
             from torch.distributed.tensor import DTensor
             return DTensor.from_local(t, state["dtensor"].device_mesh, state["dtensor"].placements, run_check=False)
+        if k == "sharded":
+            from torch.distributed._shard.sharded_tensor import Shard as STShard, init_from_local_shards
+            return init_from_local_shards([STShard.from_tensor_and_offsets(t, [rank * t.numel()], rank)],
+                                          dist.get_world_size() * t.numel())
         return t
 
     def local(t):
-        return t.to_local() if hasattr(t, "to_local") else t
+        if hasattr(t, "to_local"):
+            return t.to_local()
+        if hasattr(t, "local_shards"):
+            return t.local_shards()[0].tensor
+        return t
 
-    back = {k: fresh(k, v, True) if k == "dtensor" else torch.zeros_like(v) for k, v in expect.items()}
+    back = {k: fresh(k, v, True) if k in ("dtensor", "sharded") else torch.zeros_like(v) for k, v in expect.items()}
     dcp.load(back, checkpoint_id=a.dir)
     stock_equal = {k: torch.equal(local(back[k]).cpu(), expect[k]) for k in expect}
     targets = {k: fresh(k, v, not k.endswith("dense")) for k, v in expect.items()}
