@@ -59,17 +59,24 @@ static void *map_bytes(size_t len) {
  * from a VA allocator: a copy can then run from one allocation into the next, which only a
  * per-allocation check tells apart. Space is never reused; a freed allocation's pages are released
  * and its range stays reserved. */
-#define MANAGED_VA ((size_t)1 << 40)
+/* 1 TiB when the address space has it; ThreadSanitizer's restricted layout refuses that about one
+ * time in five, so smaller ranges are tried down to 16 GiB before giving up adjacency. */
+#define MANAGED_VA_MAX ((size_t)1 << 40)
+#define MANAGED_VA_MIN ((size_t)1 << 34)
 static char *g_va, *g_va_next;
+static size_t g_va_len;
 
 static char *managed_va_take(size_t span) {
     pthread_mutex_lock(&sim_mu);
     if (!g_va) {
-        void *r = mmap(NULL, MANAGED_VA, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-        g_va = g_va_next = r == MAP_FAILED ? (char *)-1 : r;
+        g_va = (char *)-1;
+        for (size_t len = MANAGED_VA_MAX; len >= MANAGED_VA_MIN && g_va == (char *)-1; len /= 4) {
+            void *r = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+            if (r != MAP_FAILED) g_va = g_va_next = r, g_va_len = len;
+        }
     }
     char *p = NULL;
-    if (g_va != (char *)-1 && (size_t)(g_va + MANAGED_VA - g_va_next) >= span) {
+    if (g_va != (char *)-1 && (size_t)(g_va + g_va_len - g_va_next) >= span) {
         p = g_va_next;
         g_va_next += span;
     }
