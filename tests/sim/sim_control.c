@@ -79,7 +79,7 @@ int uvmsim_advice(const void *ptr, int advice) {
     pthread_mutex_lock(&sim_mu);
     struct alloc *a = sim_find_alloc_locked((uintptr_t)ptr);
     if (a && a->kind == A_MANAGED) {
-        struct page_advice *pa = &a->adv[((uintptr_t)ptr - a->base) / MIB2];
+        struct page_advice *pa = &a->adv[ADV_FIRST(a, ptr)];
         switch (advice) {
         case CU_MEM_ADVISE_SET_PREFERRED_LOCATION: r = pa->pref_type; break;
         case CU_MEM_ADVISE_SET_ACCESSED_BY: r = pa->accessed_by != 0; break;

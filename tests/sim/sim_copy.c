@@ -250,9 +250,9 @@ static CUresult do_advise(CUdeviceptr p, size_t n, CUmem_advise adv, CUmemLocati
     struct alloc *a;
     CUresult r = managed_range_locked(p, n, &a);
     if (r) { pthread_mutex_unlock(&sim_mu); return r; }
-    size_t p0 = (p - a->base) / MIB2, p1 = (p + n - 1 - a->base) / MIB2;
+    size_t p0 = ADV_FIRST(a, p), p1 = ADV_LAST(a, p, n);
     unsigned char bit = loc.type == CU_MEM_LOCATION_TYPE_DEVICE ? 1 : 2;
-    for (size_t i = p0; i <= p1 && i < a->npages; i++) {
+    for (size_t i = p0; i <= p1 && i < a->nadv; i++) {
         struct page_advice *pa = &a->adv[i];
         switch (adv) {
         case CU_MEM_ADVISE_SET_READ_MOSTLY: pa->read_mostly = 1; break;
@@ -283,11 +283,11 @@ CUresult CUDAAPI cuMemRangeGetAttribute(void *data, size_t dsz, CUmem_range_attr
     struct alloc *a;
     CUresult r = managed_range_locked(p, n, &a);
     if (r) { pthread_mutex_unlock(&sim_mu); return r; }
-    size_t p0 = (p - a->base) / MIB2, p1 = (p + n - 1 - a->base) / MIB2;
+    size_t p0 = ADV_FIRST(a, p), p1 = ADV_LAST(a, p, n);
     struct page_advice *f = &a->adv[p0];
     int same_pref = 1, same_pf = 1, all_rm = 1;
     unsigned char acc = 0xff;
-    for (size_t i = p0; i <= p1 && i < a->npages; i++) {
+    for (size_t i = p0; i <= p1 && i < a->nadv; i++) {
         struct page_advice *pa = &a->adv[i];
         same_pref &= pa->pref_type == f->pref_type && pa->pref_id == f->pref_id;
         same_pf &= pa->last_pf_type == f->last_pf_type && pa->last_pf_id == f->last_pf_id;

@@ -29,7 +29,15 @@ struct counter { char *name; unsigned long long calls; struct fault *faults; UT_
 struct sim_ctx { int magic; };
 
 enum akind { A_DEVICE = 1, A_MANAGED, A_HOST, A_REGISTERED };
+/* Advice is kept per 4 KiB page, as the UVM driver keeps it (its policy ioctls take page-aligned
+ * ranges and split VA ranges at page boundaries: open-gpu-kernel-modules, uvm_api_range_type_check),
+ * rounded outwards: two tensors a caching allocator carved out of one segment keep their own. */
+#define ADV_PAGE ((size_t)4096)
 struct page_advice { unsigned char pref_type, read_mostly, accessed_by, last_pf_type; int pref_id, last_pf_id; };
+struct alloc;
+/* First and last advice page of [p, p + n) inside a (callers clamp to a->nadv). */
+#define ADV_FIRST(a, p) (((uintptr_t)(p) - (a)->base) / ADV_PAGE)
+#define ADV_LAST(a, p, n) (((uintptr_t)(p) + (n) - 1 - (a)->base) / ADV_PAGE)
 struct alloc {
     uintptr_t base;
     int global;         /* managed: attached globally (CU_MEM_ATTACH_GLOBAL) */
@@ -39,8 +47,9 @@ struct alloc {
     size_t maplen;
     int kind;
     unsigned long long id;
-    struct page_advice *adv; /* managed only: one per 2 MiB page from base (base is 2 MiB aligned) */
-    size_t npages;
+    struct page_advice *adv; /* managed only: one per ADV_PAGE from base */
+    size_t nadv;
+    size_t npages;           /* 2 MiB blocks (residency) */
     struct block_state *res; /* managed only: residency and protection per 2 MiB page (sim_residency.c) */
 };
 

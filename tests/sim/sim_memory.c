@@ -125,7 +125,8 @@ static CUresult alloc_common(void **out, size_t size, int kind, int global) {
         if (kind == A_MANAGED) {
             a.npages = (size + MIB2 - 1) / MIB2;
             a.global = global;
-            a.adv = calloc(a.npages, sizeof *a.adv);
+            a.nadv = (size + ADV_PAGE - 1) / ADV_PAGE;
+            a.adv = calloc(a.nadv, sizeof *a.adv);
             if (!a.adv || sim_res_new(&a)) { free(a.adv); release_pages(&a); return CUDA_ERROR_OUT_OF_MEMORY; }
         }
     } else {

@@ -129,7 +129,9 @@ static void device_touch_locked(const void *ptr, size_t n, int busy_delta)
         return;
     for (size_t i = b0; i <= b1 && i < a->npages; i++) {
         struct block_state *b = &a->res[i];
-        if (busy_delta > 0 && sim_sw.residency && !b->on_device && !(a->adv[i].accessed_by & 1)) {
+        /* the accessed-by advice of the first page this access touches in the block */
+        uintptr_t first = a->base + i * MIB2 > (uintptr_t)ptr ? a->base + i * MIB2 : (uintptr_t)ptr;
+        if (busy_delta > 0 && sim_sw.residency && !b->on_device && !(a->adv[ADV_FIRST(a, first)].accessed_by & 1)) {
             b->on_device = 1;
             atomic_fetch_add(&sim_mig_to_device, 1);
         }

@@ -481,6 +481,16 @@ static void test_pointers(void) {
     int pl = 0;
     EQ(cudaMemRangeGetAttribute(&pl, sizeof pl, cudaMemRangeAttributePreferredLocation, m, MIB), cudaSuccess);
     EQ(pl, cudaCpuDeviceId);
+    /* advice is per 4 KiB page: unsetting the preference of 8 KiB (rounded outwards from a range
+     * that is not page aligned) leaves its neighbours in the same 2 MiB block preferring the CPU */
+    EQ(cudaMemAdvise(m + MIB + 4096 + 512, 4096, cudaMemAdviseUnsetPreferredLocation, hostloc), cudaSuccess);
+    EQ(cudaMemRangeGetAttribute(&pl, sizeof pl, cudaMemRangeAttributePreferredLocation, m + MIB + 4096, 8192), cudaSuccess);
+    EQ(pl, cudaInvalidDeviceId);
+    EQ(cudaMemRangeGetAttribute(&pl, sizeof pl, cudaMemRangeAttributePreferredLocation, m + MIB, 4096), cudaSuccess);
+    EQ(pl, cudaCpuDeviceId);
+    EQ(cudaMemRangeGetAttribute(&pl, sizeof pl, cudaMemRangeAttributePreferredLocation, m + MIB + 3 * 4096, MIB), cudaSuccess);
+    EQ(pl, cudaCpuDeviceId);
+    EQ(cudaMemAdvise(m + MIB + 4096, 8192, cudaMemAdviseSetPreferredLocation, hostloc), cudaSuccess);
     uvmsim_reset();
     EQ(cudaMemPrefetchAsync(m + 2 * MIB, 2 * MIB, hostloc, 0, cudaStreamPerThread), cudaSuccess);
     EQ(cuMemPrefetchAsync((CUdeviceptr)m, MIB, (CUmemLocation){ CU_MEM_LOCATION_TYPE_DEVICE, 0 }, 0, NULL), CUDA_SUCCESS);

@@ -66,9 +66,8 @@ static void complete_op_locked(struct stream *s, struct op *o) {
         if (a && a->res && o->pf.count)
             sim_res_prefetch_locked(a, (uintptr_t)o->pf.ptr, o->pf.count, o->pf.loc_type == UVMSIM_LOC_DEVICE);
         if (a && a->adv && o->pf.count) {
-            size_t p0 = ((uintptr_t)o->pf.ptr - a->base) / MIB2;
-            size_t p1 = ((uintptr_t)o->pf.ptr + o->pf.count - 1 - a->base) / MIB2;
-            for (size_t p = p0; p <= p1 && p < a->npages; p++) {
+            size_t p0 = ADV_FIRST(a, o->pf.ptr), p1 = ADV_LAST(a, o->pf.ptr, o->pf.count);
+            for (size_t p = p0; p <= p1 && p < a->nadv; p++) {
                 a->adv[p].last_pf_type = (unsigned char)o->pf.loc_type;
                 a->adv[p].last_pf_id = o->pf.loc_id;
             }
