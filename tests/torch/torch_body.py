@@ -280,6 +280,21 @@ def unset_cpu_preference(t):
     assert rc == 0, rc
 
 
+ROW = 512  # bytes per row of the 2-D tables (an embedding table's row: 128 float32)
+
+
+def cuda_2d(cpu, managed=True):
+    """cuda_from for a tensor of any shape: same shape, on the GPU."""
+    return cuda_from(cpu.reshape(-1), managed).view(cpu.shape)
+
+
+def sharded_from(t, rank, world):
+    """A ShardedTensor of `world` row blocks shaped like `t`, whose local shard (rank's) is `t`."""
+    from torch.distributed._shard.sharded_tensor import Shard, init_from_local_shards
+    return init_from_local_shards([Shard.from_tensor_and_offsets(t, [rank * t.shape[0], 0], rank)],
+                                  world * t.shape[0], t.shape[1])
+
+
 def body_planner(a):
     """dcp.save / load of three managed tables (FBGEMM's advice), an ordinary CUDA tensor, a view
     with a storage offset and a table without CPU preference; --mode: planner
@@ -325,18 +340,17 @@ def body_planner(a):
         expect = {f"r{rank}.{k}": v for k, v in expect.items()}
         state = {f"r{rank}.{k}": v for k, v in state.items()}
     if a.dtensor:  # one DTensor sharded over the ranks, each local shard a managed table
+        # Rows of 512 bytes, like an embedding table: DTensor's own offset computation allocates
+        # 8 bytes per row of the local shard (torch.arange in _get_shard_size_and_offsets), so a
+        # 1-D byte tensor would cost 8x its size in transient host memory whatever the planner.
         from torch.distributed.tensor import DTensor, Shard, init_device_mesh
         mesh = init_device_mesh("cuda", (dist.get_world_size(),))
-        shard = pattern(a.size // 2, 70 + rank)
-        state["dtensor"] = DTensor.from_local(cuda_from(shard, managed=True), mesh, [Shard(0)], run_check=False)
+        shard = pattern(a.size // 2, 70 + rank).view(-1, ROW)
+        state["dtensor"] = DTensor.from_local(cuda_2d(shard), mesh, [Shard(0)], run_check=False)
         expect["dtensor"] = shard
         # and a ShardedTensor whose local shard is a managed table
-        from torch.distributed._shard.sharded_tensor import Shard as STShard, init_from_local_shards
-        n = a.size // 4
-        piece = pattern(n, 80 + rank)
-        state["sharded"] = init_from_local_shards(
-            [STShard.from_tensor_and_offsets(cuda_from(piece, managed=True), [rank * n], rank)],
-            dist.get_world_size() * n)
+        piece = pattern(a.size // 4, 80 + rank).view(-1, ROW)
+        state["sharded"] = sharded_from(cuda_2d(piece), rank, dist.get_world_size())
         expect["sharded"] = piece
     planner = ZeroCopySavePlanner() if a.mode in ("planner", "async") else None
     _clear_hwm()
@@ -351,14 +365,12 @@ def body_planner(a):
     torch.cuda.synchronize()
     # reload with the stock reader into CPU tensors, and with the planner into managed targets
     def fresh(k, v, managed):
-        t = cuda_from(torch.zeros_like(v), managed=managed)  # zeroed by a host-to-device copy, no kernel
+        t = cuda_2d(torch.zeros_like(v), managed)  # zeroed by a host-to-device copy, no kernel
         if k == "dtensor":
             from torch.distributed.tensor import DTensor
             return DTensor.from_local(t, state["dtensor"].device_mesh, state["dtensor"].placements, run_check=False)
         if k == "sharded":
-            from torch.distributed._shard.sharded_tensor import Shard as STShard, init_from_local_shards
-            return init_from_local_shards([STShard.from_tensor_and_offsets(t, [rank * t.numel()], rank)],
-                                          dist.get_world_size() * t.numel())
+            return sharded_from(t, rank, dist.get_world_size())
         return t
 
     def local(t):
