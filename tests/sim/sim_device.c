@@ -76,6 +76,13 @@ static CUresult primary_release(CUdevice d) {
 }
 CUresult CUDAAPI cuDevicePrimaryCtxRelease_v2(CUdevice d) { ENTER("cuDevicePrimaryCtxRelease_v2"); return primary_release(d); }
 CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice d) { ENTER("cuDevicePrimaryCtxRelease"); return primary_release(d); }
+static CUresult primary_reset(CUdevice d) {
+    if (d != 0) return CUDA_ERROR_INVALID_DEVICE;
+    sim_memory_reset();
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuDevicePrimaryCtxReset_v2(CUdevice d) { ENTER("cuDevicePrimaryCtxReset_v2"); return primary_reset(d); }
+CUresult CUDAAPI cuDevicePrimaryCtxReset(CUdevice d) { ENTER("cuDevicePrimaryCtxReset"); return primary_reset(d); }
 CUresult CUDAAPI cuDevicePrimaryCtxGetState(CUdevice d, unsigned int *flags, int *active) {
     ENTER("cuDevicePrimaryCtxGetState");
     if (!flags || !active) return CUDA_ERROR_INVALID_VALUE;

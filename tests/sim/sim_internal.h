@@ -183,6 +183,7 @@ int sim_from_runtime(const void *ra);
 
 extern struct alloc *sim_allocs;
 extern size_t sim_nallocs;
+void sim_memory_reset(void);
 struct alloc *sim_find_alloc_locked(uintptr_t p);
 int sim_mclass_locked(const void *p);
 

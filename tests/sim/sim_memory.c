@@ -177,6 +177,27 @@ static CUresult free_common(uintptr_t p, int want_host) {
     return CUDA_SUCCESS;
 }
 
+/* cuDevicePrimaryCtxReset: the device idles, then every allocation and registration of the context
+ * is gone; pinned and managed pages are unmapped, so a stale pointer faults as on the real driver,
+ * where the context's memory is released. Streams and events survive (lenient: the real reset
+ * destroys them too). */
+void sim_memory_reset(void) {
+    pthread_mutex_lock(&sim_mu);
+    for (struct stream *t = sim_streams_all; t; t = t->all_next) sim_wait_stream_locked(t, t->enq_seq);
+    struct alloc *all = sim_allocs;
+    size_t n = sim_nallocs;
+    sim_allocs = NULL;
+    sim_nallocs = g_cap_allocs = 0;
+    sim_pinned = 0;
+    pthread_mutex_unlock(&sim_mu);
+    for (size_t i = 0; i < n; i++) {
+        if (all[i].kind != A_REGISTERED) release_pages(&all[i]);
+        free(all[i].adv);
+        free(all[i].res);
+    }
+    free(all);
+}
+
 CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr *dptr, size_t n) { ENTER("cuMemAlloc_v2"); return alloc_common((void **)dptr, n, A_DEVICE, 0); }
 CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr *dptr, size_t n, unsigned int flags) {
     ENTER("cuMemAllocManaged");

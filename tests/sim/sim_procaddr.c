@@ -18,6 +18,7 @@ static const struct proc g_procs[] = {
     R("cuDeviceGetName", 2000, cuDeviceGetName), R("cuDeviceTotalMem", 3020, cuDeviceTotalMem_v2),
     R("cuDeviceGetAttribute", 2000, cuDeviceGetAttribute),
     R("cuDevicePrimaryCtxRetain", 7000, cuDevicePrimaryCtxRetain),
+    R("cuDevicePrimaryCtxReset", 11000, cuDevicePrimaryCtxReset_v2), R("cuDevicePrimaryCtxReset", 7000, cuDevicePrimaryCtxReset),
     R("cuDevicePrimaryCtxRelease", 11000, cuDevicePrimaryCtxRelease_v2), R("cuDevicePrimaryCtxRelease", 7000, cuDevicePrimaryCtxRelease),
     R("cuCtxGetCurrent", 4000, cuCtxGetCurrent), R("cuCtxSetCurrent", 4000, cuCtxSetCurrent),
     R("cuCtxGetDevice", 2000, cuCtxGetDevice), R("cuCtxSynchronize", 2000, cuCtxSynchronize),

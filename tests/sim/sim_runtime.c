@@ -71,7 +71,7 @@ typedef CUresult (*pf_advise_legacy)(CUdeviceptr, size_t, CUmem_advise, CUdevice
 #define DECL(fn) static __typeof__(fn) *d_##fn;
 #define DECLP(fn) static __typeof__(fn) *d_##fn, *dp_##fn;
 DECL(cuInit) DECL(cuDriverGetVersion) DECL(cuDeviceGetCount) DECL(cuDeviceGetName) DECL(cuDeviceTotalMem)
-DECL(cuDeviceGetAttribute) DECL(cuDevicePrimaryCtxRetain) DECL(cuCtxGetCurrent) DECL(cuCtxSetCurrent)
+DECL(cuDeviceGetAttribute) DECL(cuDevicePrimaryCtxRetain) DECL(cuDevicePrimaryCtxReset) DECL(cuCtxGetCurrent) DECL(cuCtxSetCurrent)
 DECL(cuCtxSynchronize) DECL(cuMemGetInfo) DECL(cuMemAlloc) DECL(cuMemFree) DECL(cuMemAllocManaged)
 DECL(cuMemHostAlloc) DECL(cuMemFreeHost) DECL(cuMemHostRegister) DECL(cuMemHostUnregister)
 DECL(cuPointerGetAttributes) DECL(cuMemAdvise) DECL(cuMemRangeGetAttribute)
@@ -108,7 +108,8 @@ static void rt_init(void) {
         F("cuInit", 2000, d_cuInit), F("cuDriverGetVersion", 2020, d_cuDriverGetVersion),
         F("cuDeviceGetCount", 2000, d_cuDeviceGetCount), F("cuDeviceGetName", 2000, d_cuDeviceGetName),
         F("cuDeviceTotalMem", 3020, d_cuDeviceTotalMem), F("cuDeviceGetAttribute", 2000, d_cuDeviceGetAttribute),
-        F("cuDevicePrimaryCtxRetain", 7000, d_cuDevicePrimaryCtxRetain), F("cuCtxGetCurrent", 4000, d_cuCtxGetCurrent),
+        F("cuDevicePrimaryCtxRetain", 7000, d_cuDevicePrimaryCtxRetain),
+        F("cuDevicePrimaryCtxReset", 11000, d_cuDevicePrimaryCtxReset), F("cuCtxGetCurrent", 4000, d_cuCtxGetCurrent),
         F("cuCtxSetCurrent", 4000, d_cuCtxSetCurrent), F("cuCtxSynchronize", 2000, d_cuCtxSynchronize),
         F("cuMemGetInfo", 3020, d_cuMemGetInfo), F("cuMemAlloc", 3020, d_cuMemAlloc), F("cuMemFree", 3020, d_cuMemFree),
         F("cuMemAllocManaged", 6000, d_cuMemAllocManaged), F("cuMemHostAlloc", 2020, d_cuMemHostAlloc),
@@ -262,6 +263,8 @@ cudaError_t CUDARTAPI cudaSetDevice(int d) {
     BEGIN("cudaSetDevice");
     return d == 0 ? cudaSuccess : rt_err(cudaErrorInvalidDevice);
 }
+/* The primary context's reset (its memory released; see sim_memory_reset). */
+cudaError_t CUDARTAPI cudaDeviceReset(void) { BEGIN("cudaDeviceReset"); RET(d_cuDevicePrimaryCtxReset(0)); }
 cudaError_t CUDARTAPI cudaDeviceSynchronize(void) { BEGIN("cudaDeviceSynchronize"); RET(d_cuCtxSynchronize()); }
 cudaError_t CUDARTAPI cudaDeviceGetAttribute(int *v, enum cudaDeviceAttr a, int d) {
     BEGIN("cudaDeviceGetAttribute");

@@ -758,6 +758,25 @@ static void test_fidelity(void) {
     EQ(cudaStreamDestroy(s), cudaSuccess);
 }
 
+/* cudaDeviceReset: every allocation and registration of the context is released. */
+static void test_reset(void) {
+    char *h = NULL, *m = NULL;
+    static char reg[8192] __attribute__((aligned(4096)));
+    EQ(cudaMallocHost((void **)&h, 4096), cudaSuccess);
+    EQ(cudaMallocManaged((void **)&m, 4096, cudaMemAttachGlobal), cudaSuccess);
+    EQ(cudaHostRegister(reg, sizeof reg, cudaHostRegisterDefault), cudaSuccess);
+    CHECK(uvmsim_pinned_bytes() > 0);
+    EQ(cudaDeviceReset(), cudaSuccess);
+    EQ(uvmsim_pinned_bytes(), 0);
+    struct cudaPointerAttributes a;
+    EQ(cudaPointerGetAttributes(&a, m), cudaSuccess);
+    EQ(a.type, cudaMemoryTypeUnregistered);
+    EQ(cudaFreeHost(h), cudaErrorInvalidValue);
+    cudaGetLastError();
+    EQ(cudaHostRegister(reg, sizeof reg, cudaHostRegisterDefault), cudaSuccess); /* no longer registered */
+    EQ(cudaHostUnregister(reg), cudaSuccess);
+}
+
 int main(void) {
     const char *profile = getenv("UVMSIM_PROFILE");
     g_strict = !(profile && !strcmp(profile, "lenient"));
@@ -775,6 +794,7 @@ int main(void) {
     test_cudart12();
     test_hosting();
     test_fork();
+    test_reset(); /* last: it releases everything */
 done:
     if (g_fail) {
         fprintf(stderr, "sim_selftest: %d check(s) failed\n", g_fail);
