@@ -9,6 +9,7 @@
 static pthread_mutex_t uvmc_ring_lock = PTHREAD_MUTEX_INITIALIZER; /* held by the copy using the ring */
 static pthread_mutex_t uvmc_ring_setup = PTHREAD_MUTEX_INITIALIZER;
 static void *uvmc_ring;
+static unsigned long long uvmc_ring_id; /* the driver's buffer ID of the ring */
 static pid_t uvmc_ring_pid;
 static bool uvmc_ring_failed;
 
@@ -47,6 +48,19 @@ static void *uvmc_ring_alloc(size_t bytes)
     return p;
 }
 
+/* The buffer ID of the allocation holding p, or 0 (not one, or no answer): IDs are never reused
+ * within a process, so a changed ID means the ring's memory is no longer what was allocated. */
+static unsigned long long uvmc_buffer_id(void *p)
+{
+    unsigned long long id = 0;
+    CUpointer_attribute attr = CU_POINTER_ATTRIBUTE_BUFFER_ID;
+    void *data = &id;
+    if (!uvmc_drv.cuPointerGetAttributes ||
+        uvmc_drv.cuPointerGetAttributes(1, &attr, &data, (CUdeviceptr)(uintptr_t)p) != CUDA_SUCCESS)
+        return 0;
+    return id;
+}
+
 void *uvmc_staging_acquire(void)
 {
     /* Another copy holds the ring: this one goes without rather than wait behind it. */
@@ -58,9 +72,16 @@ void *uvmc_staging_acquire(void)
         uvmc_ring_failed = false;
         uvmc_ring_pid = getpid();
     }
+    if (uvmc_ring && uvmc_ring_id != uvmc_buffer_id(uvmc_ring)) {
+        /* The context that owned it was reset (cudaDeviceReset): its memory is gone, so it is
+         * dropped, not freed, and a new one is made. */
+        uvmc_log(UVMC_LOG_INFO, "the staging ring was released with its context; allocating a new one");
+        uvmc_ring = NULL;
+    }
     if (!uvmc_ring && !uvmc_ring_failed) {
         static bool registered;
         uvmc_ring = uvmc_ring_alloc((size_t)uvmc_cfg.depth * uvmc_staging_slot());
+        uvmc_ring_id = uvmc_ring ? uvmc_buffer_id(uvmc_ring) : 0;
         uvmc_ring_failed = !uvmc_ring;
         if (uvmc_ring && !registered)
             registered = atexit(uvmc_ring_free) == 0;

@@ -5,6 +5,7 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <pthread.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -260,6 +261,29 @@ START_TEST(context_error_mid_copy_releases_everything)
 }
 END_TEST
 
+/* cudaDeviceReset releases every allocation of the context, the library's staging ring with them:
+ * the next copy into pageable memory gets a new ring rather than one whose pages are gone. */
+START_TEST(staging_ring_renewed_after_a_device_reset)
+{
+    advise(src, n, false); /* no CPU preference: the copy engine through the ring */
+    ck_assert_int_eq(cudaMemcpy(pageable, src, n, cudaMemcpyDeviceToHost), cudaSuccess);
+    expect_copy(pageable, n);
+    unsigned long long rings = uvmsim_calls("cuMemHostAlloc");
+    ck_assert_int_eq(cudaStreamDestroy(user), cudaSuccess);
+    ck_assert_int_eq(cudaDeviceReset(), cudaSuccess);
+    /* the fixture's allocations went with the context: new ones for the copy and the teardown */
+    ck_assert_int_eq(cudaMallocManaged((void **)&src, n, cudaMemAttachGlobal), cudaSuccess);
+    ck_assert_int_eq(cudaMallocHost((void **)&pinned, n), cudaSuccess);
+    ck_assert_int_eq(cudaStreamCreateWithFlags(&user, cudaStreamNonBlocking), cudaSuccess);
+    fill(src, n);
+    memset(pageable, 0, n);
+    ck_assert_int_eq(cudaMemcpyAsync(pageable, src, n, cudaMemcpyDeviceToHost, user), cudaSuccess);
+    ck_assert_int_eq(cudaStreamSynchronize(user), cudaSuccess);
+    expect_copy(pageable, n);
+    ck_assert_uint_eq(uvmsim_calls("cuMemHostAlloc") - rings, 1); /* one new ring */
+}
+END_TEST
+
 int main(void)
 {
     test_load_config();
@@ -281,6 +305,7 @@ int main(void)
     tcase_add_test(tc, checkpoint_copy_of_an_fbgemm_table_migrates_nothing);
     tcase_add_test(tc, gpu_resident_table_copied_to_pageable_stays_on_the_device);
     tcase_add_test(tc, context_error_mid_copy_releases_everything);
+    tcase_add_test(tc, staging_ring_renewed_after_a_device_reset);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK); /* the simulator's stream threads do not survive fork */
