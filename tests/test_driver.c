@@ -2,13 +2,12 @@
  * entry point (bytes, blocks), entry-point queries (versions, per-thread flag, both query ABIs,
  * the runtime's), an untouched unrelated symbol, a thread without a context. */
 #define __CUDA_API_VERSION_INTERNAL 1 /* every driver name under its own spelling */
-#include <check.h>
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <cuda_runtime_api.h>
 #include <pthread.h>
 
-#include "test_common.h"
+#include "test_check.h"
 #include "uvmsim.h"
 
 #define SIZE ((size_t)16 << 20)
@@ -277,14 +276,9 @@ END_TEST
 int main(void)
 {
     test_load_config();
-    if (!test_interposed("cuMemcpyDtoHAsync_v2") || !test_interposed("cuGetProcAddress_v2")) {
-        fprintf(stderr, "test_driver: libuvmchunk.so is not preloaded; these tests would prove nothing\n");
+    if (!test_require_preload("test_driver", (const char *[]){"cuMemcpyDtoHAsync_v2", "cuGetProcAddress_v2", NULL}))
         return 1;
-    }
-    Suite *s = suite_create("driver");
-    TCase *tc = tcase_create("driver");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 120);
+    TCase *tc = test_case("driver", setup, teardown);
     tcase_add_loop_test(tc, each_entry_point_splits_exactly, 0, NENTRIES);
     tcase_add_test(tc, below_threshold_and_non_managed_pass_through);
     tcase_add_test(tc, failing_block_returns_its_cuerror);
@@ -293,11 +287,5 @@ int main(void)
     tcase_add_test(tc, unrelated_and_failed_queries_are_untouched);
     tcase_add_test(tc, runtime_queries_return_wrappers_too);
     tcase_add_test(tc, runtime_copy_is_split_once);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_NOFORK);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return test_run(tc, "driver");
 }

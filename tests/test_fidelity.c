@@ -1,7 +1,6 @@
 /* test_fidelity.c: the library on the strict simulator (BRIEF §8): containment without range
  * attributes, bounded queues in every mode, no host functions, no needless migration, and no CPU
  * touch of managed memory while device work runs when concurrent managed access is 0. */
-#include <check.h>
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <pthread.h>
@@ -9,7 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "test_common.h"
+#include "test_check.h"
 #include "uvmsim.h"
 
 extern __typeof__(cudaMemcpy) cudaMemcpy_ptds;
@@ -287,18 +286,13 @@ END_TEST
 int main(void)
 {
     test_load_config();
-    if (!test_interposed("cudaMemcpyAsync") || !test_interposed("cuMemcpyDtoH_v2")) {
-        fprintf(stderr, "test_fidelity: libuvmchunk.so is not preloaded; these tests would prove nothing\n");
+    if (!test_require_preload("test_fidelity", (const char *[]){"cudaMemcpyAsync", "cuMemcpyDtoH_v2", NULL}))
         return 1;
-    }
     if (test_cfg.engine != UVMC_ENGINE_AUTO || test_cfg.threshold > ((size_t)4 << 20)) {
         fprintf(stderr, "test_fidelity: run with engine = auto and threshold <= 4MiB\n");
         return 1;
     }
-    Suite *s = suite_create("fidelity");
-    TCase *tc = tcase_create("fidelity");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 120);
+    TCase *tc = test_case("fidelity", setup, teardown);
     tcase_add_test(tc, split_without_range_attributes_and_not_across_allocations);
     tcase_add_test(tc, large_copy_keeps_the_queue_bounded_in_every_mode);
     tcase_add_test(tc, async_copy_into_pinned_never_blocks_a_full_stream);
@@ -306,11 +300,5 @@ int main(void)
     tcase_add_test(tc, gpu_resident_table_copied_to_pageable_stays_on_the_device);
     tcase_add_test(tc, context_error_mid_copy_releases_everything);
     tcase_add_test(tc, staging_ring_renewed_after_a_device_reset);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_NOFORK); /* the simulator's stream threads do not survive fork */
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return test_run(tc, "fidelity");
 }

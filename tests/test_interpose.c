@@ -1,13 +1,12 @@
 /* test_interpose.c: the runtime path of libuvmchunk, preloaded into this program, against the
  * simulated libcudart (13 or 12 flavour): classification, bytes, stream order, capture, faults. */
-#include <check.h>
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <pthread.h>
 #include <unistd.h>
 
 #include "procfs.h"
-#include "test_common.h"
+#include "test_check.h"
 #include "uvmsim.h"
 
 /* Only declared by the headers in per-thread-default-stream builds. */
@@ -894,25 +893,14 @@ START_TEST(disabled_passes_everything_through)
 }
 END_TEST
 
-static TCase *tcase(const char *name)
-{
-    TCase *tc = tcase_create(name);
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 120);
-    return tc;
-}
-
 int main(int argc, char **argv)
 {
     const char *which = argc > 1 ? argv[1] : "core";
     test_load_config();
-    if (!test_interposed("cudaMemcpyAsync") || !test_interposed("cudaMemcpy_ptds") ||
-        !test_interposed("cudaHostAlloc") || !test_interposed("cuMemHostAlloc")) {
-        fprintf(stderr, "test_interpose: libuvmchunk.so is not preloaded; these tests would prove nothing\n");
+    if (!test_require_preload("test_interpose", (const char *[]){"cudaMemcpyAsync", "cudaMemcpy_ptds", "cudaHostAlloc",
+                                                                  "cuMemHostAlloc", NULL}))
         return 1;
-    }
-    Suite *s = suite_create(which);
-    TCase *tc = tcase(which);
+    TCase *tc = test_case(which, setup, teardown);
     if (!strcmp(which, "core")) {
         if (test_cfg.prefetch != UVMC_PREFETCH_NONE || !test_cfg.enabled) {
             fprintf(stderr, "test_interpose core: run with prefetch = none and enabled = on\n");
@@ -983,11 +971,5 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: test_interpose [core|hints|host|pinned|disabled]\n");
         return 2;
     }
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_NOFORK); /* the simulator's stream threads do not survive fork */
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return test_run(tc, which);
 }

@@ -1,14 +1,13 @@
 /* test_lazy.c: lazily pinned buffers keep every promise of pinned memory: a large pinned buffer
  * used as an ordinary staging buffer, under another thread's capture, converted once under a race,
  * through every allocation, registration and copy entry point, with a failing registration. */
-#include <check.h>
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <unistd.h>
 
-#include "test_common.h"
+#include "test_check.h"
 #include "uvmsim.h"
 
 static uint8_t *dev;
@@ -328,19 +327,14 @@ END_TEST
 int main(void)
 {
     test_load_config();
-    if (!test_interposed("cudaPointerGetAttributes") || !test_interposed("cudaHostRegister") ||
-        !test_interposed("cuMemcpy2D_v2")) {
-        fprintf(stderr, "test_lazy: libuvmchunk.so is not preloaded; these tests would prove nothing\n");
+    if (!test_require_preload("test_lazy",
+                              (const char *[]){"cudaPointerGetAttributes", "cudaHostRegister", "cuMemcpy2D_v2", NULL}))
         return 1;
-    }
     if (test_cfg.pinned_threshold == 0 || test_cfg.pinned_threshold > ((size_t)4 << 20)) {
         fprintf(stderr, "test_lazy: run with pinned_threshold 1..4MiB\n");
         return 1;
     }
-    Suite *s = suite_create("lazy");
-    TCase *tc = tcase_create("lazy");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 120);
+    TCase *tc = test_case("lazy", setup, teardown);
     tcase_add_test(tc, lazy_buffer_as_an_ordinary_staging_buffer);
     tcase_add_test(tc, small_copies_and_other_dimensions_pin_first);
     tcase_add_test(tc, copy_captured_on_another_threads_stream);
@@ -352,11 +346,5 @@ int main(void)
     tcase_add_test(tc, a_range_is_registered_once);
     tcase_add_test(tc, driver_use_on_a_thread_without_context_gets_the_real_answer);
     tcase_add_test(tc, pageable_buffer_freed_after_the_device_is_done_with_it);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_NOFORK);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return test_run(tc, "lazy");
 }
