@@ -8,19 +8,26 @@ is exactly its size). ``ZeroCopyLoadPlanner.resolve_tensor`` does the same for a
 reader writes the host-resident pages directly, with no host-to-device copy and no migration.
 
 The view is taken only when all of these hold, else DCP's normal path runs (which the preload
-library then handles): the tensor is a contiguous CUDA tensor in managed memory; its device has
-concurrent managed access (the CPU may read managed memory while the GPU works, BRIEF §8); and
-its memory prefers the CPU (``any_managed=True`` drops this last condition). Before the first view
-of a save or load, the tensor's device is synchronised once, so device work that wrote the table
-(or will read it) is complete.
+library then handles): the tensor is a contiguous CUDA tensor in managed memory, without a lazy
+conjugate or negative bit (a view of the raw bytes would drop it); its device has concurrent managed
+access (the CPU may read managed memory while the GPU works, BRIEF §8); its memory prefers the CPU
+(``any_managed=True`` drops this condition); and, on save, it shares no byte with a tensor already
+handed to DCP as a view (tied weights: writers such as safetensors refuse two tensors on one
+memory, so the second takes the normal path, as every tensor does with stock DCP). Before the
+first view of a save or load, the tensor's device is synchronised once, so device work that wrote
+the table (or will read it) is complete. When no CUDA runtime can be found among the loaded
+objects, the planners warn once and take no view.
 
     dcp.save(state, checkpoint_id=path, planner=ZeroCopySavePlanner())
     dcp.load(state, checkpoint_id=path, planner=ZeroCopyLoadPlanner())
 """
 from __future__ import annotations
 
+import bisect
 import ctypes
+import inspect
 import os
+import warnings
 from typing import Any, Optional
 
 import torch
@@ -80,12 +87,19 @@ class _Runtime:
 
 
 _runtime: Optional[_Runtime] = None
+_runtime_failed = False
 
 
-def _rt() -> _Runtime:
-    global _runtime
-    if _runtime is None:
-        _runtime = _Runtime()
+def _rt() -> Optional[_Runtime]:
+    """The runtime, or None (after one warning) when it cannot be found or loaded."""
+    global _runtime, _runtime_failed
+    if _runtime is None and not _runtime_failed:
+        try:
+            _runtime = _Runtime()
+        except (OSError, RuntimeError, AttributeError) as e:
+            _runtime_failed = True
+            warnings.warn(f"uvmchunk: {e}; the planners take no views (DCP's normal path for every tensor)",
+                          RuntimeWarning, stacklevel=3)
     return _runtime
 
 
@@ -96,14 +110,30 @@ class _Viewer:
         self.any_managed = any_managed
         self.synced: set[int] = set()
         self.views = 0  # how many views were handed to DCP (for logs and tests)
+        self._starts: list[int] = []  # byte ranges [start, end) of the views handed out, by start
+        self._ends: list[int] = []
 
     def eligible(self, t: Any) -> bool:
-        if not isinstance(t, torch.Tensor) or t.device.type != "cuda" or t.numel() == 0 or not t.is_contiguous():
+        if (not isinstance(t, torch.Tensor) or t.device.type != "cuda" or t.numel() == 0
+                or not t.is_contiguous() or t.is_conj() or t.is_neg()):
             return False
         rt, ptr, nbytes = _rt(), t.data_ptr(), t.numel() * t.element_size()
+        if rt is None:
+            return False
         dev = t.device.index if t.device.index is not None else torch.cuda.current_device()
         return (rt.is_managed(ptr) and rt.concurrent_managed_access(dev)
                 and (self.any_managed or rt.prefers_cpu(ptr, nbytes)))
+
+    def claim(self, t: torch.Tensor) -> bool:
+        """Records t's bytes as handed out; False when they overlap a range handed out before."""
+        start = t.data_ptr()
+        end = start + t.numel() * t.element_size()
+        i = bisect.bisect_right(self._starts, start)
+        if (i and self._ends[i - 1] > start) or (i < len(self._starts) and self._starts[i] < end):
+            return False
+        self._starts.insert(i, start)
+        self._ends.insert(i, end)
+        return True
 
     def view(self, t: torch.Tensor) -> torch.Tensor:
         dev = t.device.index if t.device.index is not None else torch.cuda.current_device()
@@ -124,13 +154,18 @@ class ZeroCopySaveMixin:
     zero_copy_any_managed: bool = False
 
     def set_up_planner(self, state_dict, storage_meta=None, is_coordinator: bool = False) -> None:
-        super().set_up_planner(state_dict, storage_meta, is_coordinator)
+        # DCP passes storage_meta only to a planner that names it; one below that does not (the
+        # older signature) is called as DCP would call it.
+        if "storage_meta" in inspect.signature(super().set_up_planner).parameters:
+            super().set_up_planner(state_dict=state_dict, storage_meta=storage_meta, is_coordinator=is_coordinator)
+        else:
+            super().set_up_planner(state_dict, is_coordinator)
         self.zero_copy = _Viewer(self.zero_copy_any_managed)
 
     def resolve_data(self, write_item):
         obj = super().resolve_data(write_item)
         viewer = getattr(self, "zero_copy", None)
-        if viewer is not None and viewer.eligible(obj):
+        if viewer is not None and viewer.eligible(obj) and viewer.claim(obj):
             return viewer.view(obj)
         return obj
 
@@ -142,7 +177,7 @@ class ZeroCopyLoadMixin:
     zero_copy_any_managed: bool = False
 
     def set_up_planner(self, state_dict, metadata=None, is_coordinator: bool = False) -> None:
-        super().set_up_planner(state_dict, metadata, is_coordinator)
+        super().set_up_planner(state_dict, metadata, is_coordinator)  # positional, as DCP calls it
         self.zero_copy = _Viewer(self.zero_copy_any_managed)
 
     def resolve_tensor(self, read_item):

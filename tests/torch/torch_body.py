@@ -398,6 +398,43 @@ def body_planner(a):
            strided_taken=strided_taken)
 
 
+def body_planner_edges(a):
+    """What the save planner must not take as a view, in one process: conjugate and negative views
+    (the raw bytes lack the bit), a second name for the same table (tied weights: safetensors refuses
+    two tensors on one memory); and a planner of the older set_up_planner signature under the mixin.
+    Both tied names reload equal. With --mode no-runtime the test hides the runtime."""
+    import warnings
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.default_planner import DefaultSavePlanner
+    from uvmchunk.dcp import ZeroCopySaveMixin, ZeroCopySavePlanner, _Viewer
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        table = cuda_2d(pattern(4 << 20, 90).view(-1, ROW))
+        z = cuda_from(pattern(1 << 20, 91), managed=True).view(torch.complex64)
+        f = cuda_from(pattern(1 << 20, 92), managed=True).view(torch.float32)
+        v = _Viewer(False)
+        taken = {"plain": v.eligible(f), "conj": v.eligible(z.conj()), "neg": v.eligible(torch._neg_view(f))}
+
+        class Legacy(DefaultSavePlanner):  # the signature before storage_meta (DCP warns, then calls it so)
+            def set_up_planner(self, state_dict, is_coordinator):
+                super().set_up_planner(state_dict, None, is_coordinator)
+
+        class LegacyZeroCopy(ZeroCopySaveMixin, Legacy):
+            pass
+
+        views = {}
+        for name, planner in (("tied", ZeroCopySavePlanner()), ("legacy_mixin", LegacyZeroCopy())):
+            path = os.path.join(a.dir, name)
+            dcp.save({"embed": table, "lm_head": table}, checkpoint_id=path, planner=planner, no_dist=True)
+            back = {k: torch.zeros(table.shape, dtype=table.dtype) for k in ("embed", "lm_head")}
+            dcp.load(back, checkpoint_id=path, no_dist=True)
+            assert all(torch.equal(t, table.cpu()) for t in back.values()), name
+            views[name] = planner.zero_copy.views
+    result(taken=taken, views=views,
+           warnings=[str(w.message) for w in caught if str(w.message).startswith("uvmchunk:")])
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("body")
