@@ -84,9 +84,8 @@ if [ "$backend" = gpu ]; then
     run_limit=150
 else
     echo "SIMULATED: figures are not GPU figures (simulated CUDA runtime in $build/sim; library thresholds scaled down with the sizes)"
-    # UVMC_SIM_DIR: which mapped libcudart is the one PyTorch is bound to (the planners ask it)
     job_env+=(LD_PRELOAD="$build/sim/libcudart.so.13 $build/sim/libcuda.so.1"
-              LD_LIBRARY_PATH="$build/sim${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" UVMC_SIM_DIR="$build/sim")
+              LD_LIBRARY_PATH="$build/sim${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
     # the library's defaults divided like the sizes: 32 MiB threshold and pinned threshold, 8 MiB blocks
     lib_env+=(UVMCHUNK_THRESHOLD=32MiB UVMCHUNK_CHUNK_SIZE=8MiB UVMCHUNK_DEPTH=2 UVMCHUNK_PINNED_THRESHOLD=32MiB)
     sizes=${UVMC_INTEGRATION_SIZES:-64M 128M}

@@ -42,27 +42,35 @@ _CPU = -1                    # cudaCpuDeviceId
 
 
 class _Runtime:
-    """The CUDA runtime PyTorch is bound to, found among the objects mapped in this process (on the
-    simulator, the simulated one), asked through ctypes."""
+    """The CUDA runtime PyTorch is bound to, asked through ctypes. It is looked up the way the
+    dynamic linker bound libtorch_cuda.so's calls: the global scope first (LD_PRELOAD, objects
+    loaded RTLD_GLOBAL: on the simulator, the simulated runtime), then libtorch_cuda.so's own
+    dependencies. A process may map a second libcudart (a wheel's private copy) that PyTorch never
+    calls; it is not the one asked."""
+
+    probe = "cudaMemRangeGetAttribute"  # a runtime function the library does not interpose
 
     def __init__(self) -> None:
-        self.lib = ctypes.CDLL(self._path())
+        self.lib = self._find()
         self.lib.cudaMemRangeGetAttribute.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
                                                       ctypes.c_void_p, ctypes.c_size_t]
         self.lib.cudaPointerGetAttributes.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
         self._cma: dict[int, bool] = {}
 
-    @staticmethod
-    def _path() -> str:
+    @classmethod
+    def _find(cls) -> ctypes.CDLL:
         torch.cuda.init()
-        with open("/proc/self/maps") as f:
-            libs = [line.split()[-1] for line in f if "/libcudart.so" in line]
-        sim = os.environ.get("UVMC_SIM_DIR")  # tests: pick the simulated copy, never a private one
-        if sim:
-            libs = [p for p in libs if os.path.dirname(os.path.realpath(p)) == os.path.realpath(sim)]
-        if not libs:
-            raise RuntimeError("uvmchunk.dcp: no CUDA runtime mapped in this process")
-        return libs[0]
+        scopes = [lambda: ctypes.CDLL(None)]
+        torch_cuda = os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cuda.so")
+        scopes.append(lambda: ctypes.CDLL(torch_cuda, mode=os.RTLD_NOLOAD | os.RTLD_LAZY))
+        for scope in scopes:
+            try:
+                lib = scope()
+                getattr(lib, cls.probe)
+                return lib
+            except (OSError, AttributeError):
+                continue
+        raise RuntimeError(f"no CUDA runtime defining {cls.probe} in the global scope or libtorch_cuda.so's")
 
     def is_managed(self, ptr: int) -> bool:
         attrs = (ctypes.c_byte * 256)()  # struct cudaPointerAttributes: the type comes first

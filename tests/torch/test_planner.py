@@ -93,8 +93,10 @@ def test_torchrun_dtensor_and_sharded_tensor_local_shards(tmp_path):
 
 def test_views_the_planner_must_not_take(tmp_path):
     """Conjugate and negative views, and a second name for a table already handed out (tied
-    weights), take DCP's normal path; the mixin works over a planner of the older signature."""
-    r = run_body("planner_edges", False, "--dir", str(tmp_path))
+    weights), take DCP's normal path; the mixin works over a planner of the older signature. The
+    process also maps the wheel's own libcudart, which PyTorch never calls: the planner must ask
+    the one PyTorch is bound to (the simulated one, preloaded) without being told where it is."""
+    r = run_body("planner_edges", False, "--dir", str(tmp_path), extra_env={"UVMC_SIM_DIR": ""})
     res = r.result
     assert res["taken"] == {"plain": True, "conj": False, "neg": False}, r.describe()
     assert res["views"] == {"tied": 1, "legacy_mixin": 1}, r.describe()
@@ -102,9 +104,10 @@ def test_views_the_planner_must_not_take(tmp_path):
 
 
 def test_no_runtime_found_warns_and_takes_no_view(tmp_path):
-    """Without a CUDA runtime among the loaded objects (here: hidden from the planner) every tensor
-    takes DCP's normal path after one warning, instead of the save failing."""
-    r = run_body("planner_edges", False, "--dir", str(tmp_path), extra_env={"UVMC_SIM_DIR": str(tmp_path / "none")})
+    """Without a CUDA runtime where PyTorch's calls are bound (here: the planner looks for a function
+    no runtime defines) every tensor takes DCP's normal path after one warning, instead of the save
+    failing."""
+    r = run_body("planner_edges", False, "--dir", str(tmp_path), "--mode", "no-runtime")
     res = r.result
     assert res["taken"]["plain"] is False and res["views"] == {"tied": 0, "legacy_mixin": 0}, r.describe()
     assert len(res["warnings"]) == 1 and "no CUDA runtime" in res["warnings"][0], r.describe()

@@ -402,12 +402,14 @@ def body_planner_edges(a):
     """What the save planner must not take as a view, in one process: conjugate and negative views
     (the raw bytes lack the bit), a second name for the same table (tied weights: safetensors refuses
     two tensors on one memory); and a planner of the older set_up_planner signature under the mixin.
-    Both tied names reload equal. With --mode no-runtime the test hides the runtime."""
+    Both tied names reload equal. --mode no-runtime: the planner finds no runtime."""
     import warnings
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.default_planner import DefaultSavePlanner
-    from uvmchunk.dcp import ZeroCopySaveMixin, ZeroCopySavePlanner, _Viewer
+    from uvmchunk.dcp import ZeroCopySaveMixin, ZeroCopySavePlanner, _Runtime, _Viewer
+    if a.mode == "no-runtime":
+        _Runtime.probe = "cudaNoSuchFunction"
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         table = cuda_2d(pattern(4 << 20, 90).view(-1, ROW))
