@@ -1,4 +1,4 @@
-"""uvmchunk-run [--config FILE] -- COMMAND [ARG...]: runs COMMAND (and every process it starts,
+"""uvmchunk-run [--config FILE] [--] COMMAND [ARG...]: runs COMMAND (and every process it starts,
 e.g. torchrun's workers) with libuvmchunk.so first in LD_PRELOAD, keeping what was there. The one
 launcher: tools/uvmchunk-run in a source build runs this module too."""
 from __future__ import annotations
@@ -9,50 +9,58 @@ from typing import Optional, Sequence
 
 from . import preload_env
 
-USAGE = "usage: uvmchunk-run [--config FILE] -- COMMAND [ARG...]"
+USAGE = "usage: uvmchunk-run [--config FILE] [--] COMMAND [ARG...]"
+HELP = f"""{USAGE}
+
+Runs COMMAND, and every process it starts, with libuvmchunk.so first in LD_PRELOAD (what was
+there is kept). --config FILE: the library reads FILE (UVMCHUNK_CONFIG) instead of its default.
+Settings can also come from UVMCHUNK_* variables; `python -m uvmchunk` prints those in effect."""
 
 
 def _fail(msg: str, code: int = 2) -> "NoReturn":  # noqa: F821  (typing only)
-    print(msg, file=sys.stderr)
+    """One line on stderr, prefixed like the library's own messages, then exit `code`."""
+    print(f"uvmchunk: {msg}", file=sys.stderr)
     sys.exit(code)
 
 
+def _config_path(path: str) -> str:
+    if not (os.path.isfile(path) and os.access(path, os.R_OK)):
+        _fail(f"cannot read config {path}: not a readable regular file")
+    return os.path.abspath(path)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> None:
-    """Parses the options, then replaces this process with COMMAND (exit 2 on bad usage)."""
+    """Parses the options, then replaces this process with COMMAND (exit 2 on bad usage, 127 when
+    COMMAND cannot be run)."""
     args = list(sys.argv[1:] if argv is None else argv)
     env_extra = {}
-    while args:
-        a = args[0]
+    while args and args[0].startswith("-"):
+        a = args.pop(0)
         if a in ("-h", "--help"):
-            _fail(USAGE)
+            print(HELP)
+            sys.exit(0)
         if a == "--":
-            args.pop(0)
             break
-        if a == "--config" or a.startswith("--config="):
-            if a == "--config":
-                if len(args) < 2:
-                    _fail(USAGE)
-                path = args[1]
-                del args[:2]
-            else:
-                path = a.split("=", 1)[1]
-                args.pop(0)
-            if not os.access(path, os.R_OK):
-                _fail(f"uvmchunk: cannot read config {path}")
-            env_extra["UVMCHUNK_CONFIG"] = os.path.abspath(path)
-            continue
-        break
+        if a == "--config":
+            if not args:
+                _fail(f"--config needs a FILE; {USAGE}")
+            env_extra["UVMCHUNK_CONFIG"] = _config_path(args.pop(0))
+        elif a.startswith("--config="):
+            env_extra["UVMCHUNK_CONFIG"] = _config_path(a.split("=", 1)[1])
+        else:
+            _fail(f"unknown option {a} (put -- before a command that starts with -); {USAGE}")
     if not args:
-        _fail(USAGE)
+        _fail(f"no command to run; {USAGE}")
     try:
         env = preload_env()
     except FileNotFoundError as e:
-        _fail(str(e))
+        print(e, file=sys.stderr)  # already "uvmchunk: ..."
+        sys.exit(2)
     env.update(env_extra)
     try:
         os.execvpe(args[0], args, env)
     except OSError as e:
-        _fail(f"uvmchunk-run: cannot run {args[0]}: {e.strerror}", 127)
+        _fail(f"cannot run {args[0]}: {e.strerror}", 127)
 
 
 if __name__ == "__main__":

@@ -51,10 +51,21 @@ def test_source_build_launcher(tmp_path):
             env=dict(os.environ, LD_PRELOAD="/x/libstdbuf.so"))
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == f"{os.path.realpath(LIB)} /x/libstdbuf.so|{conf}"
-    bad = run([str(BUILD / "uvmchunk-run")])
-    assert bad.returncode == 2 and "usage: uvmchunk-run" in bad.stderr
-    missing = run([str(BUILD / "uvmchunk-run"), "--config", str(tmp_path / "nope"), "--", "true"])
-    assert missing.returncode == 2 and "cannot read config" in missing.stderr
+    launcher = str(BUILD / "uvmchunk-run")
+    bad = run([launcher])
+    assert bad.returncode == 2 and bad.stderr.startswith("uvmchunk: no command") and "usage: uvmchunk-run" in bad.stderr
+    # every mistake: one line on stderr, prefixed uvmchunk:, exit 2 (127 when the command cannot run)
+    for args, code, words in ((["--config", str(tmp_path / "nope"), "--", "true"], 2, "cannot read config"),
+                              (["--config", str(tmp_path), "--", "true"], 2, "cannot read config"),  # a directory
+                              (["--config"], 2, "--config needs a FILE"),
+                              (["--verbose", "--", "true"], 2, "unknown option --verbose"),
+                              (["--", str(tmp_path / "no-such-program")], 127, "cannot run")):
+        r = run([launcher, *args])
+        assert r.returncode == code and r.stderr.startswith("uvmchunk: ") and words in r.stderr, (args, r.stderr)
+        assert r.stderr.count("\n") == 1, r.stderr
+    h = run([launcher, "--help"])
+    assert h.returncode == 0 and h.stdout.startswith("usage: uvmchunk-run") and not h.stderr
+    assert run([launcher, "true"]).returncode == 0  # no -- needed before a command
 
 
 def test_wheel_installs_into_a_fresh_venv(tmp_path, monkeypatch):
