@@ -2,6 +2,7 @@
 library's own parser reads it: the uvmchunk-config helper next to the library)."""
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
 import sys
@@ -9,17 +10,20 @@ import sys
 from . import __version__, library_path
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    argparse.ArgumentParser(prog="python -m uvmchunk",
+                            description="Prints the version, the library's path and the configuration "
+                                        "in effect (UVMCHUNK_* variables, UVMCHUNK_CONFIG).").parse_args(argv)
     print(f"uvmchunk {__version__}")
     try:
         lib = library_path()
     except FileNotFoundError as e:
         print(e, file=sys.stderr)
         return 1
-    print(f"library: {lib}")
+    print(f"library: {lib}", flush=True)  # before the helper's own output
     helper = os.path.join(os.path.dirname(lib), "uvmchunk-config")
     if not os.access(helper, os.X_OK):
-        print(f"configuration: {helper} not found", file=sys.stderr)
+        print(f"uvmchunk: {helper} not found (the configuration cannot be shown)", file=sys.stderr)
         return 1
     return subprocess.run([helper]).returncode
 
