@@ -194,7 +194,7 @@ int main(int argc, char **argv)
     }
     printf("size: %zu bytes (pinned destination %zu bytes)\n", size, uvmc_next_pow2(size));
     if (sim_calls)
-        printf("device copies: %llu (the copy engine's blocks the simulated runtime received)\n",
+        printf("cudaMemcpyAsync calls the simulated runtime received: %llu (the host engine makes none)\n",
                sim_calls("cudaMemcpyAsync") - calls0);
     printf("blocks: see the 'uvmchunk: stats' line at exit\n");
     printf("seconds: %.3f\nGB/s: %.2f\n", secs, (double)size / secs / 1e9);
