@@ -1,6 +1,6 @@
 """Zero-copy checkpoint planners for torch.distributed.checkpoint (DCP).
 
-A CUDA tensor in managed memory that prefers the CPU (FBGEMM's tables, BRIEF §1) already lives in
+A CUDA tensor in managed memory that prefers the CPU (FBGEMM's UVM tables) already lives in
 host RAM. ``ZeroCopySavePlanner.resolve_data`` hands DCP an exact-size CPU view of those pages, so
 DCP writes straight from them: no copy, no page-locked destination, about zero extra host memory
 whatever the number and size of tables (DCP's loaders skip the copy of a CPU tensor whose storage
@@ -10,13 +10,13 @@ reader writes the host-resident pages directly, with no host-to-device copy and 
 The view is taken only when all of these hold, else DCP's normal path runs (which the preload
 library then handles): the tensor is a contiguous CUDA tensor in managed memory, without a lazy
 conjugate or negative bit (a view of the raw bytes would drop it); its device has concurrent managed
-access (the CPU may read managed memory while the GPU works, BRIEF §8); its memory prefers the CPU
+access (only then may the CPU read managed memory while the GPU works); its memory prefers the CPU
 (``any_managed=True`` drops this condition); and, on save, it shares no byte with a tensor already
 handed to DCP as a view (tied weights: writers such as safetensors refuse two tensors on one
 memory, so the second takes the normal path, as every tensor does with stock DCP). Before the
 first view of a save or load, the tensor's device is synchronised once, so device work that wrote
-the table (or will read it) is complete. When no CUDA runtime can be found among the loaded
-objects, the planners warn once and take no view.
+the table (or will read it) is complete. When no CUDA runtime can be found where PyTorch's calls
+are bound, the planners warn once and take no view.
 
     dcp.save(state, checkpoint_id=path, planner=ZeroCopySavePlanner())
     dcp.load(state, checkpoint_id=path, planner=ZeroCopyLoadPlanner())
