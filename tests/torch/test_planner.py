@@ -2,10 +2,12 @@
 tables (FBGEMM's advice) plus other tensors writes straight from the managed pages (peak host
 memory about zero, printed beside stock DCP and the preload library), sees a table rewritten on a
 side stream just before the save and a view with a storage offset, leaves ordinary CUDA tensors,
-managed memory without CPU preference and strided views to DCP's normal path, reloads bitwise
-equal with the stock reader and with the load
-planner, does nothing without concurrent managed access, is harmless under dcp.async_save, and
-works the same under torchrun --nproc_per_node=2 (gloo)."""
+managed memory without CPU preference, strided, conjugate and negative views and a second name for
+a table (tied weights) to DCP's normal path, reloads bitwise equal with the stock reader and with
+the load planner, does nothing without concurrent managed access or without a runtime (one
+warning), is harmless under dcp.async_save, works as a mixin over a planner of the older
+signature, and works the same under torchrun --nproc_per_node=2 (gloo), DTensor and ShardedTensor
+local shards included."""
 import sys
 
 from conftest import run_body
