@@ -200,7 +200,8 @@ static struct uvmc_lazy *uvmc_lazy_find_locked(void *ptr, bool mapped)
  * waits (copies the library did not split may have reached it since, and on CUDA 12.2+ a
  * device-to-host one into pageable memory may still be running). Undecided, nothing can have
  * touched it: any copy would have pinned it first, and a split copy had landed when it returned.
- * On a failure the entry stays, unchanged, and the driver's code is returned. */
+ * On a failure the entry stays, unchanged, and the driver's code is returned; "not registered"
+ * is no failure: after cudaDeviceReset the driver has forgotten the registration. */
 static int uvmc_lazy_release(void *ptr, bool mapped)
 {
     if (!atomic_load_explicit(&uvmc_lazy_live, memory_order_relaxed))
@@ -208,8 +209,11 @@ static int uvmc_lazy_release(void *ptr, bool mapped)
     pthread_mutex_lock(&uvmc_lazy_lock);
     struct uvmc_lazy *e = uvmc_lazy_find_locked(ptr, mapped);
     int r = e ? 0 : -1;
-    if (e && e->state == UVMC_LAZY_PINNED && uvmc_drv.cuMemHostUnregister)
+    if (e && e->state == UVMC_LAZY_PINNED && uvmc_drv.cuMemHostUnregister) {
         r = uvmc_drv.cuMemHostUnregister(e->ptr);
+        if (r == CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED)
+            r = 0; /* the driver holds no registration (a context reset released it): nothing pins it */
+    }
     else if (e && e->state == UVMC_LAZY_PAGEABLE && mapped && uvmc_drv.cuCtxSynchronize)
         r = uvmc_drv.cuCtxSynchronize();
     if (e && r == 0) {

@@ -13,13 +13,27 @@ static unsigned long long uvmc_ring_id; /* the driver's buffer ID of the ring */
 static pid_t uvmc_ring_pid;
 static bool uvmc_ring_failed;
 
+/* The buffer ID of the allocation holding p, or 0 (not one, or no answer): IDs are never reused
+ * within a process, so a changed ID means the ring's memory is no longer what was allocated. */
+static unsigned long long uvmc_buffer_id(void *p)
+{
+    unsigned long long id = 0;
+    CUpointer_attribute attr = CU_POINTER_ATTRIBUTE_BUFFER_ID;
+    void *data = &id;
+    if (!uvmc_drv.cuPointerGetAttributes ||
+        uvmc_drv.cuPointerGetAttributes(1, &attr, &data, (CUdeviceptr)(uintptr_t)p) != CUDA_SUCCESS)
+        return 0;
+    return id;
+}
+
 /* At exit, before the runtime's own teardown (registered earlier, so run later). Not in a forked
  * child: the ring is the parent's, and CUDA is unusable there. */
 static void uvmc_ring_free(void)
 {
     if (pthread_mutex_trylock(&uvmc_ring_lock) != 0)
         return; /* a copy still uses it (a thread running at exit): the process's end frees it */
-    if (uvmc_ring && uvmc_ring_pid == getpid() && uvmc_drv.cuMemFreeHost)
+    /* Not after a reset released it: its address may be the program's own buffer by now. */
+    if (uvmc_ring && uvmc_ring_pid == getpid() && uvmc_drv.cuMemFreeHost && uvmc_ring_id == uvmc_buffer_id(uvmc_ring))
         uvmc_drv.cuMemFreeHost(uvmc_ring);
     uvmc_ring = NULL;
     pthread_mutex_unlock(&uvmc_ring_lock);
@@ -46,19 +60,6 @@ static void *uvmc_ring_alloc(size_t bytes)
         return NULL;
     }
     return p;
-}
-
-/* The buffer ID of the allocation holding p, or 0 (not one, or no answer): IDs are never reused
- * within a process, so a changed ID means the ring's memory is no longer what was allocated. */
-static unsigned long long uvmc_buffer_id(void *p)
-{
-    unsigned long long id = 0;
-    CUpointer_attribute attr = CU_POINTER_ATTRIBUTE_BUFFER_ID;
-    void *data = &id;
-    if (!uvmc_drv.cuPointerGetAttributes ||
-        uvmc_drv.cuPointerGetAttributes(1, &attr, &data, (CUdeviceptr)(uintptr_t)p) != CUDA_SUCCESS)
-        return 0;
-    return id;
 }
 
 void *uvmc_staging_acquire(void)
