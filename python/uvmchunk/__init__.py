@@ -21,11 +21,13 @@ def library_path() -> str:
     """Absolute path of libuvmchunk.so: $UVMCHUNK_LIB when set, else the copy inside this package
     (the wheel puts it there). Raises FileNotFoundError when there is none."""
     env = os.environ.get("UVMCHUNK_LIB")
-    candidates = [Path(env)] if env else [Path(__file__).resolve().parent / _LIB]
-    for c in candidates:
-        if c.is_file():
-            return str(c.resolve())
-    raise FileNotFoundError(f"uvmchunk: {_LIB} not found at {candidates[0]} (set UVMCHUNK_LIB)")
+    path = Path(env) if env else Path(__file__).resolve().parent / _LIB
+    if not path.is_file():
+        raise FileNotFoundError(f"uvmchunk: {_LIB} not found at {path} (set UVMCHUNK_LIB)")
+    with open(path, "rb") as f:  # the dynamic loader would skip anything else with a warning per process
+        if f.read(4) != b"\x7fELF":
+            raise FileNotFoundError(f"uvmchunk: {path} is not a shared library (set UVMCHUNK_LIB)")
+    return str(path.resolve())
 
 
 def _preload_entries(value: str) -> list[str]:

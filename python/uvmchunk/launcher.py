@@ -49,7 +49,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
             env_extra["UVMCHUNK_CONFIG"] = _config_path(a.split("=", 1)[1])
         else:
             _fail(f"unknown option {a} (put -- before a command that starts with -); {USAGE}")
-    if not args:
+    if not args or not args[0]:
         _fail(f"no command to run; {USAGE}")
     try:
         env = preload_env()

@@ -59,10 +59,15 @@ def test_source_build_launcher(tmp_path):
                               (["--config", str(tmp_path), "--", "true"], 2, "cannot read config"),  # a directory
                               (["--config"], 2, "--config needs a FILE"),
                               (["--verbose", "--", "true"], 2, "unknown option --verbose"),
-                              (["--", str(tmp_path / "no-such-program")], 127, "cannot run")):
+                              (["--", str(tmp_path / "no-such-program")], 127, "cannot run"),
+                              ([""], 2, "no command")):
         r = run([launcher, *args])
         assert r.returncode == code and r.stderr.startswith("uvmchunk: ") and words in r.stderr, (args, r.stderr)
         assert r.stderr.count("\n") == 1, r.stderr
+    notelf = tmp_path / "libuvmchunk.so"
+    notelf.write_text("not a library\n")
+    r = run([launcher, "true"], env=dict(os.environ, UVMCHUNK_LIB=str(notelf)))
+    assert r.returncode == 2 and r.stderr.startswith("uvmchunk: ") and "not a shared library" in r.stderr, r.stderr
     h = run([launcher, "--help"])
     assert h.returncode == 0 and h.stdout.startswith("usage: uvmchunk-run") and not h.stderr
     assert run([launcher, "true"]).returncode == 0  # no -- needed before a command
