@@ -13,8 +13,8 @@
 static unsigned char *decoy[NDECOY];
 static size_t decoy_size;
 
-/* Runs after the library's exit handler (registered at its first staged copy, so before this
- * program's atexit would be): every decoy must still be the program's. */
+/* Destructors run after every atexit handler registered during main, the library's (registered at
+ * its first staged copy) included: every decoy must still be the program's. */
 __attribute__((destructor)) static void decoys_are_still_ours(void)
 {
     int bad = 0;
