@@ -80,10 +80,15 @@ class _Runtime:
         return ctypes.c_int.from_buffer(attrs, 0).value == _MANAGED
 
     def concurrent_managed_access(self, device: int) -> bool:
+        """Asked once per device; without it the planners take no view there, said once."""
         if device not in self._cma:
             v = ctypes.c_int(0)
             ok = self.lib.cudaDeviceGetAttribute(ctypes.byref(v), _CONCURRENT_MANAGED, device) == 0
             self._cma[device] = ok and v.value == 1
+            if not self._cma[device]:
+                warnings.warn(f"uvmchunk: device {device} has no concurrent managed access (the CPU may not read "
+                              "managed memory while it works): the planners take no views there", RuntimeWarning,
+                              stacklevel=4)
         return self._cma[device]
 
     def prefers_cpu(self, ptr: int, nbytes: int) -> bool:

@@ -52,6 +52,14 @@ def test_no_view_without_concurrent_managed_access(tmp_path):
     assert res["save_views"] == 0 and res["load_views"] == 0, r.describe()
 
 
+def test_says_why_without_concurrent_managed_access(tmp_path):
+    """The planners' refusal on such a device is said once, not silent."""
+    r = run_body("planner_edges", False, "--dir", str(tmp_path), extra_env={"UVMSIM_CMA": "0"})
+    res = r.result
+    assert res["views"] == {"tied": 0, "legacy_mixin": 0}, r.describe()
+    assert len(res["warnings"]) == 1 and "no concurrent managed access" in res["warnings"][0], r.describe()
+
+
 def test_harmless_under_async_save(tmp_path):
     r, res = planner_run(tmp_path, "async")
     assert res["save_views"] == 0, r.describe()  # the staged copies are CPU tensors already
