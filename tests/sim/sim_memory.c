@@ -86,10 +86,19 @@ static char *managed_va_take(size_t span) {
 }
 
 static void release_pages(const struct alloc *a) {
+    if (!a->map) /* registered memory is the program's */
+        return;
     if (a->in_va) /* fresh inaccessible pages in place: the range stays ours */
         mmap(a->map, a->maplen, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
     else
         munmap(a->map, a->maplen);
+}
+
+/* Everything an allocation holds, once it is out of the table. */
+static void drop_alloc(const struct alloc *a) {
+    release_pages(a);
+    free(a->adv);
+    free(a->res);
 }
 
 static CUresult alloc_common(void **out, size_t size, int kind, int global) {
@@ -140,9 +149,7 @@ static CUresult alloc_common(void **out, size_t size, int kind, int global) {
     pthread_mutex_lock(&sim_mu);
     if (add_alloc_locked(a)) {
         pthread_mutex_unlock(&sim_mu);
-        release_pages(&a);
-        free(a.adv);
-        free(a.res);
+        drop_alloc(&a);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     if (kind == A_HOST) pinned_add_locked((long long)size);
@@ -171,9 +178,7 @@ static CUresult free_common(uintptr_t p, int want_host) {
     sim_allocs[i] = sim_allocs[--sim_nallocs];
     if (a.kind == A_HOST) pinned_add_locked(-(long long)a.size);
     pthread_mutex_unlock(&sim_mu);
-    release_pages(&a);
-    free(a.adv);
-    free(a.res);
+    drop_alloc(&a);
     return CUDA_SUCCESS;
 }
 
@@ -190,11 +195,7 @@ void sim_memory_reset(void) {
     sim_nallocs = g_cap_allocs = 0;
     sim_pinned = 0;
     pthread_mutex_unlock(&sim_mu);
-    for (size_t i = 0; i < n; i++) {
-        if (all[i].kind != A_REGISTERED) release_pages(&all[i]);
-        free(all[i].adv);
-        free(all[i].res);
-    }
+    for (size_t i = 0; i < n; i++) drop_alloc(&all[i]);
     free(all);
 }
 
