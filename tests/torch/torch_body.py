@@ -76,10 +76,11 @@ def pattern(nbytes, seed):
 
 
 def cuda_from(cpu, managed):
+    """A copy of the uint8 CPU tensor `cpu` (any shape) on the GPU, in managed memory or not."""
     t = managed_empty(cpu.numel()) if managed else torch.empty(cpu.numel(), dtype=torch.uint8, device="cuda")
-    t.copy_(cpu)  # host-to-device copy: no kernel
+    t.copy_(cpu.reshape(-1))  # host-to-device copy: no kernel
     torch.cuda.synchronize()
-    return t
+    return t.view(cpu.shape)
 
 
 def body_bind(a):
@@ -283,11 +284,6 @@ def unset_cpu_preference(t):
 ROW = 512  # bytes per row of the 2-D tables (an embedding table's row: 128 float32)
 
 
-def cuda_2d(cpu, managed=True):
-    """cuda_from for a tensor of any shape: same shape, on the GPU."""
-    return cuda_from(cpu.reshape(-1), managed).view(cpu.shape)
-
-
 def sharded_from(t, rank, world):
     """A ShardedTensor of `world` row blocks shaped like `t`, whose local shard (rank's) is `t`."""
     from torch.distributed._shard.sharded_tensor import Shard, init_from_local_shards
@@ -346,11 +342,11 @@ def body_planner(a):
         from torch.distributed.tensor import DTensor, Shard, init_device_mesh
         mesh = init_device_mesh("cuda", (dist.get_world_size(),))
         shard = pattern(a.size // 2, 70 + rank).view(-1, ROW)
-        state["dtensor"] = DTensor.from_local(cuda_2d(shard), mesh, [Shard(0)], run_check=False)
+        state["dtensor"] = DTensor.from_local(cuda_from(shard, managed=True), mesh, [Shard(0)], run_check=False)
         expect["dtensor"] = shard
         # and a ShardedTensor whose local shard is a managed table
         piece = pattern(a.size // 4, 80 + rank).view(-1, ROW)
-        state["sharded"] = sharded_from(cuda_2d(piece), rank, dist.get_world_size())
+        state["sharded"] = sharded_from(cuda_from(piece, managed=True), rank, dist.get_world_size())
         expect["sharded"] = piece
     planner = ZeroCopySavePlanner() if a.mode in ("planner", "async") else None
     _clear_hwm()
@@ -365,7 +361,7 @@ def body_planner(a):
     torch.cuda.synchronize()
     # reload with the stock reader into CPU tensors, and with the planner into managed targets
     def fresh(k, v, managed):
-        t = cuda_2d(torch.zeros_like(v), managed)  # zeroed by a host-to-device copy, no kernel
+        t = cuda_from(torch.zeros_like(v), managed)  # zeroed by a host-to-device copy, no kernel
         if k == "dtensor":
             from torch.distributed.tensor import DTensor
             return DTensor.from_local(t, state["dtensor"].device_mesh, state["dtensor"].placements, run_check=False)
@@ -412,7 +408,7 @@ def body_planner_edges(a):
         _Runtime.probe = "cudaNoSuchFunction"
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        table = cuda_2d(pattern(4 << 20, 90).view(-1, ROW))
+        table = cuda_from(pattern(4 << 20, 90).view(-1, ROW), managed=True)
         z = cuda_from(pattern(1 << 20, 91), managed=True).view(torch.complex64)
         f = cuda_from(pattern(1 << 20, 92), managed=True).view(torch.float32)
         v = _Viewer(False)
