@@ -93,9 +93,10 @@ uvmc_install_python() {
         echo "uvmchunk: UVMC_NO_TORCH=1: the PyTorch tests will be skipped"
         return 0
     fi
-    UVMC_PYTHON=$(uvmc_install_one "$UVMC_VENV" "$UVMC_TORCH_VERSION")
+    # uvmc_install_one runs in a subshell: its exit under CI=true must end this shell too
+    UVMC_PYTHON=$(uvmc_install_one "$UVMC_VENV" "$UVMC_TORCH_VERSION") || exit 1
     if [ -n "$UVMC_TORCH_VERSION2" ]; then
-        UVMC_PYTHON2=$(uvmc_install_one "$UVMC_VENV2" "$UVMC_TORCH_VERSION2")
+        UVMC_PYTHON2=$(uvmc_install_one "$UVMC_VENV2" "$UVMC_TORCH_VERSION2") || exit 1
     fi
 }
 
