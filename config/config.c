@@ -37,6 +37,7 @@ enum uvmc_key_id {
     UVMC_K_ENGINE,
     UVMC_K_COPY_THREADS,
     UVMC_K_INTERCEPT_DLSYM,
+    UVMC_K_DCP_VIEWS,
 };
 
 struct uvmc_key {
@@ -58,6 +59,7 @@ static const struct uvmc_key uvmc_keys[] = {
     {"engine", UVMC_K_ENGINE, UVMC_KEY_ENGINE, " (auto|host|copy)"},
     {"copy_threads", UVMC_K_COPY_THREADS, UVMC_KEY_COUNT, " (1..64)"},
     {"intercept_dlsym", UVMC_K_INTERCEPT_DLSYM, UVMC_KEY_BOOL, " (on|off)"},
+    {"dcp_views", UVMC_K_DCP_VIEWS, UVMC_KEY_BOOL, " (on|off)"},
 };
 
 static const char *const uvmc_prefetch_names[] = {"none", "host", "device"};
@@ -150,6 +152,9 @@ static void uvmc_format_current(const struct uvmc_config *cfg, enum uvmc_key_id 
         break;
     case UVMC_K_INTERCEPT_DLSYM:
         snprintf(buf, len, "%s", cfg->intercept_dlsym ? "on" : "off");
+        break;
+    case UVMC_K_DCP_VIEWS:
+        snprintf(buf, len, "%s", cfg->dcp_views ? "on" : "off");
         break;
     }
 }
@@ -293,6 +298,7 @@ void uvmc_config_defaults(struct uvmc_config *cfg)
     cfg->engine = UVMC_ENGINE_AUTO;
     cfg->copy_threads = UVMC_DEFAULT_COPY_THREADS;
     cfg->intercept_dlsym = false;
+    cfg->dcp_views = true;
 }
 
 bool uvmc_config_set(struct uvmc_config *cfg, const char *key, const char *value, const char *where,
@@ -369,6 +375,7 @@ bool uvmc_config_set(struct uvmc_config *cfg, const char *key, const char *value
     case UVMC_K_ENGINE: cfg->engine = (enum uvmc_engine)u; break;
     case UVMC_K_COPY_THREADS: cfg->copy_threads = u; break;
     case UVMC_K_INTERCEPT_DLSYM: cfg->intercept_dlsym = b; break;
+    case UVMC_K_DCP_VIEWS: cfg->dcp_views = b; break;
     }
     return true;
 }

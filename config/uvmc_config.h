@@ -22,6 +22,7 @@ struct uvmc_config {
     enum uvmc_engine engine;      /* how split blocks are copied: host memcpy or copy engine */
     unsigned copy_threads;        /* host threads per block of the host engine, 1..64 */
     bool intercept_dlsym;         /* redirect dlsym lookups of cuGetProcAddress (static runtimes) */
+    bool dcp_views;               /* the Python package's automatic zero-copy DCP views (read by Python only) */
 };
 
 /* Built-in defaults (see config/uvmchunk.conf for the reasoning). */

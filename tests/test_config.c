@@ -190,7 +190,7 @@ static const struct {
     {"threshold", ""}, {"threshold", "99999999999999999999"}, {"chunk_size", "4095"},
     {"chunk_size", "0"}, {"chunk_size", "1025G"}, {"chunk_size", "2TiB"}, {"chunk_size", "x"},
     {"pinned_threshold", "-1"}, {"pinned_threshold", "1 GiBs"}, {"engine", "gpu"}, {"engine", ""},
-    {"copy_threads", "0"}, {"copy_threads", "65"}, {"copy_threads", "two"}, {"intercept_dlsym", "maybe"},
+    {"copy_threads", "0"}, {"copy_threads", "65"}, {"copy_threads", "two"}, {"intercept_dlsym", "maybe"}, {"dcp_views", "auto"},
     {"depth", "0"}, {"depth", "65"}, {"depth", "-1"}, {"depth", "4.0"}, {"depth", ""},
     {"depth", "99999999999999999999"}, {"depth", "4K"}, {"prefetch", "gpu"}, {"prefetch", ""},
     {"prefetch", "hostdevice"}, {"log_level", "verbose"}, {"log_level", "3"}, {"log_level", ""},
@@ -269,6 +269,9 @@ START_TEST(key_effects)
     ck_assert(!c.intercept_dlsym);
     ck_assert(uvmc_config_set(&c, "intercept_dlsym", "on", "t", NULL, NULL));
     ck_assert(c.intercept_dlsym);
+    ck_assert(c.dcp_views);
+    ck_assert(uvmc_config_set(&c, "dcp_views", "off", "t", NULL, NULL));
+    ck_assert(!c.dcp_views);
     /* A bad value with no diag callback is still rejected quietly. */
     ck_assert(!uvmc_config_set(&c, "depth", "0", "t", NULL, NULL));
     ck_assert_uint_eq(c.depth, 16);
