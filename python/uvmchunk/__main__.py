@@ -8,12 +8,14 @@ import subprocess
 import sys
 
 from . import __version__, library_path
+from ._autoload import status
 
 
 def main(argv: list[str] | None = None) -> int:
     argparse.ArgumentParser(prog="python -m uvmchunk",
                             description="Prints the version, the library's path and the configuration "
-                                        "in effect (UVMCHUNK_* variables, UVMCHUNK_CONFIG).").parse_args(argv)
+                                        "in effect (UVMCHUNK_* variables, UVMCHUNK_CONFIG), and whether "
+                                        "dcp.save / dcp.load take zero-copy views here with no code change.").parse_args(argv)
     print(f"uvmchunk {__version__}")
     try:
         lib = library_path()
@@ -25,7 +27,10 @@ def main(argv: list[str] | None = None) -> int:
     if not os.access(helper, os.X_OK):
         print(f"uvmchunk: {helper} not found (the configuration cannot be shown)", file=sys.stderr)
         return 1
-    return subprocess.run([helper]).returncode
+    rc = subprocess.run([helper]).returncode
+    active, why = status()
+    print(f"zero-copy DCP views with no code change: {'active' if active else 'not active'} in this Python ({why})")
+    return rc
 
 
 if __name__ == "__main__":

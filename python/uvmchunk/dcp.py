@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import bisect
 import ctypes
+import functools
+import gc
 import inspect
 import os
 import warnings
@@ -33,12 +35,14 @@ from typing import Any, Optional
 import torch
 from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner, DefaultSavePlanner
 
-__all__ = ["ZeroCopySaveMixin", "ZeroCopyLoadMixin", "ZeroCopySavePlanner", "ZeroCopyLoadPlanner"]
+__all__ = ["ZeroCopySaveMixin", "ZeroCopyLoadMixin", "ZeroCopySavePlanner", "ZeroCopyLoadPlanner", "views_taken",
+           "release_host_cache"]
 
 _MANAGED = 3                 # cudaMemoryTypeManaged
 _PREFERRED_LOCATION = 2      # cudaMemRangeAttributePreferredLocation
 _CONCURRENT_MANAGED = 89     # cudaDevAttrConcurrentManagedAccess
 _CPU = -1                    # cudaCpuDeviceId
+_CAPTURE_RELAXED = 2         # cudaStreamCaptureModeRelaxed
 
 
 class _Runtime:
@@ -79,6 +83,19 @@ class _Runtime:
             return False
         return ctypes.c_int.from_buffer(attrs, 0).value == _MANAGED
 
+    def synchronize(self, device: int) -> None:
+        """torch.cuda.synchronize(device) in relaxed stream-capture mode: a device synchronisation is
+        a "potentially unsafe" call that would invalidate another thread's global-mode capture
+        (PyTorch's default for torch.cuda.graph) and fail (CUDA Runtime API,
+        cudaThreadExchangeStreamCaptureMode)."""
+        mode = ctypes.c_int(_CAPTURE_RELAXED)
+        exchanged = self.lib.cudaThreadExchangeStreamCaptureMode(ctypes.byref(mode)) == 0
+        try:
+            torch.cuda.synchronize(device)
+        finally:
+            if exchanged:
+                self.lib.cudaThreadExchangeStreamCaptureMode(ctypes.byref(mode))
+
     def concurrent_managed_access(self, device: int) -> bool:
         """Asked once per device; without it the planners take no view there, said once."""
         if device not in self._cma:
@@ -116,48 +133,110 @@ def _rt() -> Optional[_Runtime]:
     return _runtime
 
 
+def _nbytes(t: torch.Tensor) -> int:
+    return t.numel() * t.element_size()
+
+
+def _device(t: torch.Tensor) -> int:
+    return t.device.index if t.device.index is not None else torch.cuda.current_device()
+
+
+_taken = {"save": 0, "load": 0}  # views handed to DCP in this process, by every planner
+
+
+def views_taken() -> dict[str, int]:
+    """How many exact-size CPU views DCP was handed in this process so far, on save and on load, by
+    the explicit planners and the automatic path alike (for logs, tests and the harness)."""
+    return dict(_taken)
+
+
 class _Viewer:
-    """Exact-size CPU views of managed tensors, with the once-per-device synchronisation."""
+    """Exact-size CPU views of managed tensors for one save or load, with the once-per-device
+    synchronisation. On save, which tensors get a view is decided once, over every tensor of the
+    planner's final plan, before the first item is resolved: among tensors that share bytes the
+    largest gets it (a small view of a table never takes the table's place because DCP happens to
+    resolve it first), and disjoint tensors each get their own (TorchRec's tables: views at
+    different offsets into one managed allocation)."""
 
     def __init__(self, any_managed: bool) -> None:
         self.any_managed = any_managed
         self.synced: set[int] = set()
         self.views = 0  # how many views were handed to DCP (for logs and tests)
-        self._starts: list[int] = []  # byte ranges [start, end) of the views handed out, by start
-        self._ends: list[int] = []
+        self._chosen: Optional[set[tuple[int, int]]] = None  # byte ranges [start, end) to view
+        self._handed: set[tuple[int, int]] = set()
 
     def eligible(self, t: Any) -> bool:
         if (not isinstance(t, torch.Tensor) or t.device.type != "cuda" or t.numel() == 0
                 or not t.is_contiguous() or t.is_conj() or t.is_neg()):
             return False
-        rt, ptr, nbytes = _rt(), t.data_ptr(), t.numel() * t.element_size()
+        rt = _rt()
         if rt is None:
             return False
-        dev = t.device.index if t.device.index is not None else torch.cuda.current_device()
-        return (rt.is_managed(ptr) and rt.concurrent_managed_access(dev)
-                and (self.any_managed or rt.prefers_cpu(ptr, nbytes)))
+        ptr = t.data_ptr()
+        return (rt.is_managed(ptr) and rt.concurrent_managed_access(_device(t))
+                and (self.any_managed or rt.prefers_cpu(ptr, _nbytes(t))))
 
-    def claim(self, t: torch.Tensor) -> bool:
-        """Records t's bytes as handed out; False when they overlap a range handed out before."""
-        start = t.data_ptr()
-        end = start + t.numel() * t.element_size()
-        i = bisect.bisect_right(self._starts, start)
-        if (i and self._ends[i - 1] > start) or (i < len(self._starts) and self._starts[i] < end):
-            return False
-        self._starts.insert(i, start)
-        self._ends.insert(i, end)
-        return True
+    def decide(self, candidates: list[Any]) -> None:
+        """Chooses the byte ranges to view among `candidates` (in plan order): eligible tensors,
+        largest first, each taken when it shares no byte with one taken before."""
+        ranges = [(t.data_ptr(), t.data_ptr() + _nbytes(t)) for t in candidates if self.eligible(t)]
+        order = sorted(range(len(ranges)), key=lambda i: (ranges[i][0] - ranges[i][1], i))
+        starts: list[int] = []
+        ends: list[int] = []
+        self._chosen = set()
+        for i in order:
+            start, end = ranges[i]
+            k = bisect.bisect_right(starts, start)
+            if (k and ends[k - 1] > start) or (k < len(starts) and starts[k] < end):
+                continue  # shares bytes with a larger tensor (or an equal one earlier in the plan)
+            starts.insert(k, start)
+            ends.insert(k, end)
+            self._chosen.add((start, end))
 
-    def view(self, t: torch.Tensor) -> torch.Tensor:
-        dev = t.device.index if t.device.index is not None else torch.cuda.current_device()
+    def save_view(self, planner: Any, obj: Any) -> Any:
+        """What resolve_data hands DCP: a view of obj when its bytes were chosen, else obj."""
+        if self._chosen is None:
+            self.decide(_plan_tensors(planner))
+        if not isinstance(obj, torch.Tensor) or obj.device.type != "cuda" or obj.numel() == 0:
+            return obj
+        key = (obj.data_ptr(), obj.data_ptr() + _nbytes(obj))
+        # a transform_object of the planner's own may hand back other memory: only the chosen bytes,
+        # once each (tied weights: the second name takes DCP's normal path)
+        if key not in self._chosen or key in self._handed or not self.eligible(obj):
+            return obj
+        self._handed.add(key)
+        return self.view(obj, "save")
+
+    def load_view(self, t: Any) -> Any:
+        return self.view(t, "load") if self.eligible(t) else t
+
+    def view(self, t: torch.Tensor, what: str) -> torch.Tensor:
+        dev = _device(t)
         if dev not in self.synced:  # device work that wrote (or reads) the table is complete
-            torch.cuda.synchronize(dev)
+            rt = _rt()
+            rt.synchronize(dev) if rt else torch.cuda.synchronize(dev)
             self.synced.add(dev)
-        nbytes = t.numel() * t.element_size()
-        buf = (ctypes.c_char * nbytes).from_address(t.data_ptr())
+        buf = (ctypes.c_char * _nbytes(t)).from_address(t.data_ptr())
         buf._uvmchunk_source = t  # the managed memory stays alive as long as the view does
         self.views += 1
+        _taken[what] += 1
         return torch.frombuffer(buf, dtype=torch.uint8).view(t.dtype).reshape(t.shape)
+
+
+def _plan_tensors(planner: Any) -> list[Any]:
+    """The tensors the planner's final plan writes, in plan order, as its lookup_object finds them;
+    empty when the planner has no plan (then nothing is viewed)."""
+    from torch.distributed.checkpoint.planner import WriteItemType
+
+    plan = getattr(planner, "plan", None)
+    out = []
+    for item in getattr(plan, "items", None) or ():
+        if item.type in (WriteItemType.TENSOR, WriteItemType.SHARD):
+            try:
+                out.append(planner.lookup_object(item.index))
+            except (KeyError, ValueError, IndexError):
+                continue
+    return out
 
 
 class ZeroCopySaveMixin:
@@ -178,9 +257,7 @@ class ZeroCopySaveMixin:
     def resolve_data(self, write_item):
         obj = super().resolve_data(write_item)
         viewer = getattr(self, "zero_copy", None)
-        if viewer is not None and viewer.eligible(obj) and viewer.claim(obj):
-            return viewer.view(obj)
-        return obj
+        return obj if viewer is None else viewer.save_view(self, obj)
 
 
 class ZeroCopyLoadMixin:
@@ -196,9 +273,7 @@ class ZeroCopyLoadMixin:
     def resolve_tensor(self, read_item):
         t = super().resolve_tensor(read_item)
         viewer = getattr(self, "zero_copy", None)
-        if viewer is not None and viewer.eligible(t):
-            return viewer.view(t)
-        return t
+        return t if viewer is None else viewer.load_view(t)
 
 
 class ZeroCopySavePlanner(ZeroCopySaveMixin, DefaultSavePlanner):
@@ -215,3 +290,144 @@ class ZeroCopyLoadPlanner(ZeroCopyLoadMixin, DefaultLoadPlanner):
     def __init__(self, *args: Any, any_managed: bool = False, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.zero_copy_any_managed = any_managed
+
+
+# ---- the automatic path: no code change (uvmchunk._autoload installs it when DCP is imported) ----
+
+_said: set[str] = set()
+
+
+def _say_once(key: str, level: str, message: str) -> None:
+    from ._autoload import log
+    if key not in _said:
+        _said.add(key)
+        log(level, message)
+
+
+def _auto_save_viewer(planner: Any) -> Optional[_Viewer]:
+    """A viewer for a DefaultSavePlanner (or a subclass) that leaves resolve_data to PyTorch's;
+    None for one that overrides it (said once per class, unless it is one of our mixins)."""
+    if type(planner).resolve_data is DefaultSavePlanner.resolve_data:
+        return _Viewer(any_managed=False)
+    if not isinstance(planner, ZeroCopySaveMixin):
+        name = type(planner).__qualname__
+        _say_once("save:" + name, "info", f"planner {name} overrides resolve_data: its saves take no automatic "
+                  "zero-copy views (put uvmchunk.dcp.ZeroCopySaveMixin first in its bases to add them)")
+    return None
+
+
+def _auto_load_viewer(planner: Any) -> Optional[_Viewer]:
+    if type(planner).resolve_tensor is DefaultLoadPlanner.resolve_tensor:
+        return _Viewer(any_managed=False)
+    if not isinstance(planner, ZeroCopyLoadMixin):
+        name = type(planner).__qualname__
+        _say_once("load:" + name, "info", f"planner {name} overrides resolve_tensor: its loads take no automatic "
+                  "zero-copy views (put uvmchunk.dcp.ZeroCopyLoadMixin first in its bases to add them)")
+    return None
+
+
+def _note_planner(planner: Any, base: type) -> None:
+    """A planner that is not a DefaultSavePlanner / DefaultLoadPlanner is left untouched: said once."""
+    if planner is not None and not isinstance(planner, base):
+        name = type(planner).__qualname__
+        _say_once(name, "info", f"planner {name} does not derive from {base.__name__}: left untouched, no "
+                  "automatic zero-copy views")
+
+
+def release_host_cache(device: Optional[int] = None) -> None:
+    """Releases the page-locked blocks PyTorch's caching host allocator keeps after they were freed
+    (a save's power-of-two staging blocks, lazily served or really pinned). Blocks in use, or whose
+    copies are still in flight, stay: the allocator's empty_cache releases only free blocks whose
+    recorded events completed (aten/src/ATen/core/CachingHostAllocator.h). So that a save's last
+    blocks count as free, `device` (the one the save ran on) is synchronised first, in relaxed
+    capture mode; and a save's staged CPU tensors, still referenced from reference cycles when it
+    returns (seen with PyTorch 2.11's FileSystemWriter), are collected first."""
+    if not (torch.cuda.is_initialized() and hasattr(torch._C, "_host_emptyCache")):
+        return
+    rt = _rt()
+    if rt is not None:
+        rt.synchronize(torch.cuda.current_device() if device is None else device)
+    gc.collect()
+    torch._C._host_emptyCache()
+
+
+def _patched(orig: Any, wrapper: Any) -> Any:
+    """wrapper with orig's name, docstring and signature (inspect follows __wrapped__, so a mixin's
+    signature test still sees PyTorch's), marked so a second install is a no-op."""
+    out = functools.wraps(orig)(wrapper)
+    out._uvmchunk = True
+    return out
+
+
+def install_auto_views(views: bool = True) -> None:
+    """Patches torch.distributed.checkpoint in this process (idempotent; the originals stay reachable
+    as ``__wrapped__``). Always: save / async_save / load release the host allocator's cached free
+    blocks when they return (an async save: when its staging completed), so nothing page-locked or
+    lazily committed is held between checkpoints. With `views`: DefaultSavePlanner.resolve_data and
+    DefaultLoadPlanner.resolve_tensor (the documented extension points) hand DCP exact-size CPU views
+    of eligible managed tensors, for PyTorch's default planners and every subclass that does not
+    override them; set_up_planner starts each save or load afresh."""
+    from torch.distributed import checkpoint as dcp_pkg
+    from torch.distributed.checkpoint import state_dict_loader, state_dict_saver
+
+    if getattr(state_dict_saver.save, "_uvmchunk", False):
+        return
+
+    def wrap_entry(module: Any, name: str, base: type, after: Any) -> None:
+        orig = getattr(module, name, None)
+        if orig is None:
+            return
+
+        def entry(*args: Any, **kwargs: Any) -> Any:
+            _note_planner(kwargs.get("planner"), base)
+            device = torch.cuda.current_device() if torch.cuda.is_initialized() else None
+            result = orig(*args, **kwargs)
+            after(result, device)
+            return result
+
+        new = _patched(orig, entry)
+        setattr(module, name, new)
+        if getattr(dcp_pkg, name, None) is orig:
+            setattr(dcp_pkg, name, new)
+
+    def after_save(_: Any, device: Optional[int]) -> None:
+        release_host_cache(device)
+
+    def after_async_save(result: Any, device: Optional[int]) -> None:
+        # AsyncSaveResponse (2.9+): staging may still go on; else a Future of the upload, with the
+        # staging completed before async_save returned. Blocks the upload used are freed at its end.
+        staging = getattr(result, "staging_completion", None)
+        if staging is not None:
+            staging.add_done_callback(lambda _f: release_host_cache(device))
+        else:
+            release_host_cache(device)
+        upload = getattr(result, "upload_completion", result)
+        if hasattr(upload, "add_done_callback"):
+            upload.add_done_callback(lambda _f: release_host_cache(device))
+
+    wrap_entry(state_dict_saver, "save", DefaultSavePlanner, after_save)
+    wrap_entry(state_dict_saver, "async_save", DefaultSavePlanner, after_async_save)
+    wrap_entry(state_dict_loader, "load", DefaultLoadPlanner, after_save)
+    if not views:
+        return
+
+    for cls, setup_viewer, resolve, view in ((DefaultSavePlanner, _auto_save_viewer, "resolve_data", "save_view"),
+                                             (DefaultLoadPlanner, _auto_load_viewer, "resolve_tensor", "load_view")):
+        orig_setup, orig_resolve = cls.set_up_planner, getattr(cls, resolve)
+
+        def set_up_planner(self: Any, *args: Any, _orig: Any = orig_setup, _viewer: Any = setup_viewer,
+                           **kwargs: Any) -> None:
+            _orig(self, *args, **kwargs)
+            self.__dict__["_uvmchunk_auto"] = _viewer(self)
+
+        def resolved(self: Any, item: Any, _orig: Any = orig_resolve, _view: str = view) -> Any:
+            obj = _orig(self, item)
+            viewer = self.__dict__.get("_uvmchunk_auto")
+            if viewer is None:
+                return obj
+            return viewer.save_view(self, obj) if _view == "save_view" else viewer.load_view(obj)
+
+        cls.set_up_planner = _patched(orig_setup, set_up_planner)
+        setattr(cls, resolve, _patched(orig_resolve, resolved))
+    _say_once("installed", "info", "torch.distributed.checkpoint: default planners hand DCP zero-copy views of "
+              "managed tensors that prefer the CPU; host cache released after each save")

@@ -15,7 +15,11 @@ LIB_ENV = {
     "UVMCHUNK_CHUNK_SIZE": "16MiB",
     "UVMCHUNK_DEPTH": "2",
     "UVMCHUNK_STATS": "on",
+    # The preload library alone: the package's automatic DCP views (python/uvmchunk/_autoload.py)
+    # are what test_auto.py turns on.
+    "UVMCHUNK_DCP_VIEWS": "off",
 }
+TOP = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 STATS_RE = re.compile(r"uvmchunk: stats: split (\d+) copies \((\d+) bytes in (\d+) blocks")
 PASSED_RE = re.compile(r"passed through (\d+) at or above threshold, (\d+) below")
 PINNED_RE = re.compile(r"(\d+) pinned requests served lazily \((\d+) bytes, (\d+) pinned at their first use\)")
@@ -26,6 +30,32 @@ def _need(var):
     if not v:
         pytest.skip(f"{var} is not set (run through CTest: tests/torch/CMakeLists.txt)")
     return v
+
+
+_pydev = None
+
+
+def pydev_path():
+    """A directory that makes this tree's Python package an installed distribution for the bodies:
+    the package (a link to python/uvmchunk) and a .dist-info with the entry points pyproject.toml
+    declares, so PyTorch's backend autoload finds uvmchunk's as it would after `pip install`.
+    Made once per test process; first on PYTHONPATH, it wins over a copy installed in the venv."""
+    global _pydev
+    if _pydev is None:
+        import tempfile
+        import tomllib
+        with open(os.path.join(TOP, "pyproject.toml"), "rb") as f:
+            project = tomllib.load(f)["project"]
+        _pydev = tempfile.mkdtemp(prefix="uvmchunk-pydev-")
+        os.symlink(os.path.join(TOP, "python", "uvmchunk"), os.path.join(_pydev, "uvmchunk"))
+        info = os.path.join(_pydev, f"uvmchunk-{project['version']}.dist-info")
+        os.mkdir(info)
+        with open(os.path.join(info, "METADATA"), "w") as f:
+            f.write(f"Metadata-Version: 2.1\nName: uvmchunk\nVersion: {project['version']}\n")
+        with open(os.path.join(info, "entry_points.txt"), "w") as f:
+            for group, entries in project.get("entry-points", {}).items():
+                f.write(f"[{group}]\n" + "".join(f"{k} = {v}\n" for k, v in entries.items()))
+    return _pydev
 
 
 def sim_env(with_lib, extra=None):
@@ -41,6 +71,7 @@ def sim_env(with_lib, extra=None):
         env.update(LIB_ENV)
         env.update(extra or {})
     env["LD_PRELOAD"] = " ".join(preload)
+    env["PYTHONPATH"] = pydev_path() + (":" + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env["LD_LIBRARY_PATH"] = sim + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
     env.setdefault("OMP_NUM_THREADS", "1")
     return env

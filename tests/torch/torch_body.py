@@ -327,6 +327,9 @@ def body_planner(a):
     # table0 rewritten on a side stream just before the save, with no synchronisation by the user
     expect["table0"] = pattern(sizes[0], 60)
     side = torch.cuda.Stream()
+    # resident memory before the side copy: the simulator stages its pageable source (64 MiB) until
+    # it lands, during the save; what is kept after the save is measured against this
+    rss_before = _status_kib("VmRSS")
     drv.uvmsim_set_op_delay_us(100000)
     with torch.cuda.stream(side):
         state["table0"].copy_(expect["table0"], non_blocking=True)
@@ -348,15 +351,21 @@ def body_planner(a):
         piece = pattern(a.size // 4, 80 + rank).view(-1, ROW)
         state["sharded"] = sharded_from(cuda_from(piece, managed=True), rank, dist.get_world_size())
         expect["sharded"] = piece
+    # auto, auto_async: no planner argument; the package's automatic views (when installed, the
+    # library loaded and dcp_views on) do what the planners do
     planner = ZeroCopySavePlanner() if a.mode in ("planner", "async") else None
     _clear_hwm()
     rss0 = _status_kib("VmRSS")
-    if a.mode == "async":
+    if a.mode in ("async", "auto_async"):
         resp = dcp.async_save(state, checkpoint_id=a.dir, planner=planner)
         getattr(resp, "upload_completion", resp).result()
+        import time
+        time.sleep(1)  # the upload thread drops the staged copy just after the future completes
     else:
         dcp.save(state, checkpoint_id=a.dir, planner=planner)
     peak_kib = _status_kib("VmHWM") - rss0
+    kept_kib = _status_kib("VmRSS") - rss_before  # what is still held once save returned
+    locked_after_save = drv.uvmsim_pinned_bytes()
     drv.uvmsim_set_op_delay_us(0)
     torch.cuda.synchronize()
     # reload with the stock reader into CPU tensors, and with the planner into managed targets
@@ -380,7 +389,10 @@ def body_planner(a):
     dcp.load(back, checkpoint_id=a.dir)
     stock_equal = {k: torch.equal(local(back[k]).cpu(), expect[k]) for k in expect}
     targets = {k: fresh(k, v, not k.endswith("dense")) for k, v in expect.items()}
-    lp = ZeroCopyLoadPlanner()
+    auto = a.mode.startswith("auto")
+    from uvmchunk.dcp import views_taken
+    load_views0 = views_taken()["load"]
+    lp = None if auto else ZeroCopyLoadPlanner()
     dcp.load(targets, checkpoint_id=a.dir, planner=lp)
     torch.cuda.synchronize()
     planner_equal = {k: torch.equal(local(targets[k]).cpu(), expect[k]) for k in expect}
@@ -389,7 +401,9 @@ def body_planner(a):
         dist.barrier()
         dist.destroy_process_group()
     result(rank=rank, mode=a.mode, peak_extra_bytes=peak_kib * 1024, tables_bytes=sum(sizes),
-           save_views=planner.zero_copy.views if planner else 0, load_views=lp.zero_copy.views,
+           kept_after_save_bytes=kept_kib * 1024, locked_after_save=locked_after_save,
+           save_views=planner.zero_copy.views if planner else views_taken()["save"],
+           load_views=lp.zero_copy.views if lp else views_taken()["load"] - load_views0,
            stock_equal=stock_equal, planner_equal=planner_equal, locked_peak=drv.uvmsim_pinned_peak(),
            strided_taken=strided_taken)
 
@@ -431,6 +445,57 @@ def body_planner_edges(a):
             views[name] = planner.zero_copy.views
     result(taken=taken, views=views,
            warnings=[str(w.message) for w in caught if str(w.message).startswith("uvmchunk:")])
+
+
+def body_auto_edges(a):
+    """The automatic path's choices, in one process with the library and the package: a planner of
+    the user's own derived from DefaultSavePlanner gets views; one that overrides resolve_data is
+    left untouched; a small view of a table listed (and resolved) before the table leaves the table
+    on the view path; a pinned tensor in use survives the release after a save."""
+    import warnings
+    warnings.filterwarnings("ignore")
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.default_planner import DefaultSavePlanner
+    from uvmchunk.dcp import views_taken
+
+    class Own(DefaultSavePlanner):
+        pass
+
+    class Overriding(DefaultSavePlanner):
+        def resolve_data(self, write_item):
+            return super().resolve_data(write_item)
+
+    table = cuda_from(pattern(8 << 20, 95).view(-1, ROW), managed=True)
+    out = {}
+    for name, planner in (("own_subclass_views", Own()), ("overriding_views", Overriding()),
+                          ("overriding_again", Overriding())):
+        before = views_taken()["save"]
+        dcp.save({"t": table}, checkpoint_id=os.path.join(a.dir, name), planner=planner, no_dist=True)
+        out[name] = views_taken()["save"] - before
+    # the small view first in the state dict (DCP resolves in plan order)
+    small = table[:16]
+    viewed = {}
+
+    planner = DefaultSavePlanner()
+    orig = type(planner).resolve_data
+
+    def spy(self, write_item):  # what DCP receives per key (not an override: set on the instance)
+        obj = orig(self, write_item)
+        viewed[write_item.index.fqn] = obj.device.type == "cpu"
+        return obj
+
+    planner.resolve_data = spy.__get__(planner)
+    path = os.path.join(a.dir, "small_first")
+    pinned = torch.empty(1 << 20, dtype=torch.uint8, pin_memory=True)
+    pinned.copy_(pattern(1 << 20, 96))
+    dcp.save({"a_small_view": small, "table": table}, checkpoint_id=path, planner=planner, no_dist=True)
+    back = {"a_small_view": torch.zeros(small.shape, dtype=small.dtype),
+            "table": torch.zeros(table.shape, dtype=table.dtype)}
+    dcp.load(back, checkpoint_id=path, no_dist=True)
+    reload_equal = torch.equal(back["table"], table.cpu()) and torch.equal(back["a_small_view"], small.cpu())
+    result(own_subclass_views=out["own_subclass_views"], overriding_views=out["overriding_views"] + out["overriding_again"],
+           small_first=viewed, reload_equal=reload_equal,
+           pinned_in_use_survives=pinned.is_pinned() and torch.equal(pinned, pattern(1 << 20, 96)))
 
 
 def main():

@@ -1,0 +1,162 @@
+"""Zero-copy DCP views with no code change: loaded by PyTorch's out-of-tree backend autoload.
+
+PyTorch (>= 2.5) calls every entry point of the group ``torch.backends`` at the end of
+``import torch`` (PyTorch docs, "Autoloading Out-of-Tree Extension"; off with
+``TORCH_DEVICE_BACKEND_AUTOLOAD=0``). ``torch_backend_entry`` only adds a post-import hook for
+``torch.distributed.checkpoint``, and only in a process where libuvmchunk.so is loaded: importing
+DCP while torch is half imported breaks (pytorch/torch-spyre#2925), so nothing of it is touched
+before the program imports it. When it is imported, and the configuration's ``dcp_views`` is on,
+``uvmchunk.dcp.install_auto_views`` patches the two documented extension points of PyTorch's
+default planners and the save entry points (see there). ``status`` says whether that happens in
+this interpreter, and why not; ``python -m uvmchunk`` prints it.
+"""
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import os
+import subprocess
+import sys
+from typing import Optional
+
+TARGET = "torch.distributed.checkpoint"
+_LIB = "libuvmchunk.so"
+_HOOK_ENV = "_UVMCHUNK_DCP_HOOK_PID"  # the pid whose torch import installed the hook (read by the library;
+# not a UVMCHUNK_* name, which the configuration would take for a key)
+
+
+def loaded_library() -> Optional[str]:
+    """Path of the libuvmchunk.so mapped into this process (LD_PRELOAD, /etc/ld.so.preload), or None."""
+    try:
+        with open("/proc/self/maps") as f:
+            for line in f:
+                path = line.rstrip("\n").split(None, 5)[-1]
+                if os.path.basename(path) == _LIB:
+                    return path
+    except OSError:
+        pass
+    return None
+
+
+_config: Optional[dict[str, str]] = None
+
+
+def configuration() -> dict[str, str]:
+    """The library's configuration in this environment, key -> value as the library spells it, read
+    once by the library's own parser (the ``uvmchunk-config`` helper next to the loaded library, else
+    next to the package's). Empty when the helper cannot be run."""
+    global _config
+    if _config is None:
+        _config = {}
+        dirs = [os.path.dirname(p) for p in (loaded_library(),) if p]
+        try:
+            from . import library_path
+            dirs.append(os.path.dirname(library_path()))
+        except FileNotFoundError:
+            pass
+        for d in dirs:
+            helper = os.path.join(d, "uvmchunk-config")
+            if not os.access(helper, os.X_OK):
+                continue
+            try:
+                out = subprocess.run([helper], capture_output=True, text=True, timeout=30).stdout
+            except (OSError, subprocess.SubprocessError):
+                continue
+            for line in out.splitlines():
+                if line.startswith("configuration: "):
+                    _config = dict(kv.split("=", 1) for kv in line[len("configuration: "):].split() if "=" in kv)
+                    return _config
+    return _config
+
+
+def log(level: str, message: str) -> None:
+    """One ``uvmchunk:`` line on stderr when the configuration's log_level shows `level`."""
+    order = ("error", "warn", "info", "debug")
+    shown = configuration().get("log_level", "warn")
+    if order.index(level) <= (order.index(shown) if shown in order else 1):
+        print(f"uvmchunk: {message}", file=sys.stderr, flush=True)
+
+
+def status() -> tuple[bool, str]:
+    """Whether dcp.save / dcp.load take zero-copy views with no code change in this interpreter,
+    and why (not). Asks nothing of CUDA and does not import torch."""
+    from importlib import metadata
+
+    try:
+        version = metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        return False, "PyTorch is not installed in this Python"
+    major_minor = tuple(int(x) for x in version.split("+")[0].split(".")[:2] if x.isdigit())
+    if major_minor < (2, 5):
+        return False, f"PyTorch {version} has no backend autoload (2.5 or newer loads it at import torch)"
+    if os.environ.get("TORCH_DEVICE_BACKEND_AUTOLOAD", "1") != "1":
+        return False, "TORCH_DEVICE_BACKEND_AUTOLOAD is not 1, so PyTorch loads no backend extension"
+    try:
+        entries = metadata.entry_points(group="torch.backends")
+    except TypeError:  # Python 3.9: a dict of groups
+        entries = metadata.entry_points().get("torch.backends", [])
+    if not any(ep.value.startswith(__name__ + ":") for ep in entries):
+        return False, "the uvmchunk package is not installed in this Python (pip install it: its entry point is missing)"
+    if not loaded_library():
+        return False, f"{_LIB} is not loaded in this process (run the job under uvmchunk-run, or LD_PRELOAD it)"
+    if configuration().get("dcp_views", "on") != "on":
+        return False, "dcp_views = off in the configuration"
+    return True, "libuvmchunk.so is loaded and dcp_views = on"
+
+
+class _Finder(importlib.abc.MetaPathFinder):
+    """Post-import hook for TARGET: its real loader runs, then the views are installed (the pattern
+    of wrapt.when_imported). Leaves sys.meta_path once the module has been executed."""
+
+    _searching = False
+
+    def find_spec(self, fullname, path, target=None):  # noqa: ANN001  (importlib's signature)
+        if fullname != TARGET or self._searching:
+            return None
+        self._searching = True  # the real finders answer the lookup below, not this one
+        try:
+            spec = importlib.util.find_spec(fullname)
+        finally:
+            self._searching = False
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        exec_module, finder = spec.loader.exec_module, self
+
+        def exec_and_patch(module):  # noqa: ANN001
+            exec_module(module)
+            if finder in sys.meta_path:
+                sys.meta_path.remove(finder)
+            _install()
+
+        spec.loader.exec_module = exec_and_patch
+        return spec
+
+
+def _install() -> None:
+    """Installs the release of the host cache after saves, and the views unless dcp_views is off;
+    never fails the program's import."""
+    try:
+        from .dcp import install_auto_views
+        views = configuration().get("dcp_views", "on") == "on"
+        if not views:
+            log("info", "dcp_views = off: no automatic zero-copy views")
+        install_auto_views(views)
+    except Exception as e:  # noqa: BLE001  (an import of DCP must never fail because of us)
+        log("warn", f"zero-copy DCP views not installed ({type(e).__name__}: {e}); DCP runs unchanged")
+
+
+def torch_backend_entry() -> None:
+    """The ``torch.backends`` entry point, called during ``import torch``: adds the post-import hook
+    when libuvmchunk.so is loaded in this process, and tells the library that it did (the library
+    says once per process when a Python with PyTorch lacks it). Imports nothing of torch."""
+    try:
+        if not loaded_library():
+            return
+        os.environ[_HOOK_ENV] = str(os.getpid())
+        if TARGET in sys.modules:
+            _install()
+        elif not any(isinstance(f, _Finder) for f in sys.meta_path):
+            sys.meta_path.insert(0, _Finder())
+    except Exception:  # noqa: BLE001  (an exception here would make `import torch` fail)
+        pass
