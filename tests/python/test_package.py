@@ -55,7 +55,7 @@ def test_source_build_launcher(tmp_path):
     bad = run([launcher])
     assert bad.returncode == 2 and bad.stderr.startswith("uvmchunk: no command") and "usage: uvmchunk-run" in bad.stderr
     # every mistake: one line on stderr, prefixed uvmchunk:, exit 2 (127 when the command cannot run)
-    for args, code, words in ((["--config", str(tmp_path / "nope"), "--", "true"], 2, "cannot read config"),
+    for args, code, words in ((["--config", str(tmp_path / "nope"), "--", "true"], 2, "cannot open config"),
                               (["--config", str(tmp_path), "--", "true"], 2, "cannot read config"),  # a directory
                               (["--config"], 2, "--config needs a FILE"),
                               (["--verbose", "--", "true"], 2, "unknown option --verbose"),
@@ -71,6 +71,76 @@ def test_source_build_launcher(tmp_path):
     h = run([launcher, "--help"])
     assert h.returncode == 0 and h.stdout.startswith("usage: uvmchunk-run") and not h.stderr
     assert run([launcher, "true"]).returncode == 0  # no -- needed before a command
+
+
+def clean_env(**kw):
+    """The environment without any UVMCHUNK_ setting but the library's path, plus kw."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("UVMCHUNK_")}
+    env["UVMCHUNK_LIB"] = LIB  # not a key: the launcher's, never reported
+    env.update(kw)
+    return env
+
+
+@pytest.mark.parametrize("conf, env, lines", [
+    ("threshold = -5M\n", {}, ["bad value '-5M' for threshold"]),
+    ("treshold = 1G\n", {}, ["unknown key 'treshold' (did you mean 'threshold'?)"]),
+    (None, {"UVMCHUNK_THRESHOLD": "abc"}, ["UVMCHUNK_THRESHOLD: bad value 'abc' for threshold"]),
+    (None, {"UVMCHUNK_FOO": "1"}, ["UVMCHUNK_FOO: unknown variable"]),
+    (None, {"UVMCHUNK_CONFIG": "/nonexistent/uvmchunk.conf"}, ["cannot open config /nonexistent/uvmchunk.conf"]),
+    ("depth = 0\nengine = gpu\n", {"UVMCHUNK_STATS": "maybe"},  # one line per mistake, file first
+     ["depth", "engine", "UVMCHUNK_STATS"]),
+])
+def test_launcher_refuses_configuration_mistakes(tmp_path, conf, env, lines):
+    """Every mistake in the file or a UVMCHUNK_* variable: one 'uvmchunk:' line each, exit 2, and
+    the command never starts; the same text from python -m uvmchunk (exit 1) and the helper."""
+    marker = tmp_path / "ran"
+    args = ["--config", str(tmp_path / "u.conf")] if conf is not None else []
+    if conf is not None:
+        (tmp_path / "u.conf").write_text(conf)
+    r = run([str(BUILD / "uvmchunk-run"), *args, "--", "touch", str(marker)], env=clean_env(**env))
+    assert r.returncode == 2, r.stderr
+    assert not marker.exists()
+    got = r.stderr.splitlines()
+    assert len(got) == len(lines) and all(g.startswith("uvmchunk: ") for g in got), r.stderr
+    assert all(want in g for g, want in zip(got, lines)), r.stderr
+    assert "keeping" not in r.stderr and "ignored" not in r.stderr  # nothing runs with them
+    # python -m uvmchunk: the same mistakes, with what the library would do about them; exit 1
+    cfg_env = dict(clean_env(**env), PYTHONPATH=str(TOP / "python"))
+    if conf is not None:
+        cfg_env["UVMCHUNK_CONFIG"] = str(tmp_path / "u.conf")
+    m = run([sys.executable, "-m", "uvmchunk"], env=cfg_env)
+    assert m.returncode == 1 and "configuration: " in m.stdout, m.stderr
+    assert [ln.split(";")[0] for ln in m.stderr.splitlines()] == [g.split(";")[0] for g in got]
+
+
+def test_launcher_starts_a_clean_configuration(tmp_path):
+    conf = tmp_path / "u.conf"
+    conf.write_text((TOP / "config" / "uvmchunk.conf").read_text())  # the shipped example
+    for args, env in (([], {}), (["--config", str(conf)], {"UVMCHUNK_THRESHOLD": "64M"}),
+                      ([], {"UVMCHUNK_CONFIG": ""})):
+        r = run([str(BUILD / "uvmchunk-run"), *args, "--", "true"], env=clean_env(**env))
+        assert r.returncode == 0 and not r.stderr, (args, env, r.stderr)
+    r = run([sys.executable, "-m", "uvmchunk"], env=clean_env(PYTHONPATH=str(TOP / "python"), UVMCHUNK_CONFIG=""))
+    assert r.returncode == 0 and not r.stderr, r.stderr
+
+
+def test_help_and_version_everywhere():
+    """--help answers, and --version gives the one version (pyproject.toml, the package, CMake)."""
+    import re
+    want = re.search(r'^version = "([^"]+)"', (TOP / "pyproject.toml").read_text(), re.M).group(1)
+    assert want == uvmchunk.__version__
+    assert re.search(rf"project\(uvmchunk VERSION {re.escape(want)}\b", (TOP / "CMakeLists.txt").read_text())
+    env = clean_env(PYTHONPATH=str(TOP / "python"))
+    tools = {"uvmchunk-run": [str(BUILD / "uvmchunk-run")], "uvmchunk-config": [str(BUILD / "uvmchunk-config")],
+             "uvmchunk": [sys.executable, "-m", "uvmchunk"], "uvmchunk-demo": [str(BUILD / "uvmchunk-demo")],
+             "uvmchunk-bench": [str(BUILD / "uvmchunk-bench")]}
+    for name, cmd in tools.items():
+        if not os.path.exists(cmd[0]):
+            continue  # uvmchunk-bench needs the test build
+        v = run([*cmd, "--version"], env=env)
+        assert v.returncode == 0 and v.stdout == f"{name} {want}\n" and not v.stderr, (name, v.stdout, v.stderr)
+        h = run([*cmd, "--help"], env=env)
+        assert h.returncode == 0 and "usage:" in h.stdout and not h.stderr, (name, h.stdout, h.stderr)
 
 
 def test_wheel_installs_into_a_fresh_venv(tmp_path, monkeypatch):
