@@ -123,6 +123,8 @@ static const char *uvmc_closest_key(const char *name, size_t n)
         const char *key = uvmc_keys[k].name;
         size_t m = strlen(key);
         size_t row[LONGEST + 1];
+        if (m > LONGEST)
+            continue;
         for (size_t j = 0; j <= m; j++)
             row[j] = j;
         for (size_t i = 1; i <= n; i++) {

