@@ -72,13 +72,13 @@ def read(path):
 
 
 def load_modes(path):
-    """{name: {"launch", "job", "expect", "legend"}} in file order (integration/modes.txt)."""
+    """{name: {"launch", "job", "expect", "quick", "legend"}} in file order (integration/modes.txt)."""
     modes = {}
     for line in read(path).splitlines():
         if not line.strip() or line.lstrip().startswith("#"):
             continue
-        name, launch, job, expect, legend = (f.strip() for f in (line.split("|", 4) + [""] * 5)[:5])
-        modes[name] = {"launch": launch, "job": job, "expect": expect, "legend": legend}
+        name, launch, job, expect, quick, legend = (f.strip() for f in (line.split("|", 5) + [""] * 6)[:6])
+        modes[name] = {"launch": launch, "job": job, "expect": expect, "quick": quick, "legend": legend}
     return modes
 
 

@@ -12,13 +12,14 @@
 #   UVMC_BUILD                 build folder (default: build/ at the top of the tree)
 #   UVMC_PYTHON                Python with PyTorch (default: .venv/bin/python, else python3)
 #   UVMC_INTEGRATION_BACKEND   auto (default), gpu or sim
-#   UVMC_INTEGRATION_QUICK=1   the quick setting: one size per rank (simulator 24M, GPU 1536M) and a
-#                              64M engine buffer; under a minute on the simulator
+#   UVMC_INTEGRATION_QUICK=1   the quick setting: one size per rank (simulator 24M, GPU 1536M), the
+#                              modes marked quick in modes.txt (plain, uvmchunk, planner) and a 64M
+#                              engine buffer: 48 s on the simulator (2 cores at a load average of 3)
 #   UVMC_INTEGRATION_SIZES     sizes per rank, e.g. "48M 96M" (default GPU "1536M 3G", simulator
 #                              "48M 96M": not powers of two, so PyTorch's rounding shows); at least
 #                              1M each, multiples of 1K
 #   UVMC_INTEGRATION_MODES     job modes, names from integration/modes.txt (default: all of them,
-#                              "plain serial uvmchunk planner")
+#                              "plain serial uvmchunk planner"; the quick setting: those marked quick)
 #   UVMC_INTEGRATION_ENGINE_SIZE  engine comparison buffer (default GPU 8G, simulator 512M; at least
 #                              4M, a multiple of 1M)
 #   UVMC_INTEGRATION_DEADLINE  seconds for the whole run (default 420 on GPU, 200 simulated)
@@ -63,17 +64,19 @@ case $quick in 0|1) ;; *) die "UVMC_INTEGRATION_QUICK=$quick: want 1 (the quick 
 if [ -n "${UVMC_INTEGRATION_DEADLINE:-}" ] && ! [[ $UVMC_INTEGRATION_DEADLINE =~ ^[1-9][0-9]{0,5}$ ]]; then
     die "UVMC_INTEGRATION_DEADLINE=$UVMC_INTEGRATION_DEADLINE: want a number of seconds"
 fi
-# the modes: integration/modes.txt, one line each (name | launch | job | expect | legend)
+# the modes: integration/modes.txt, one line each (name | launch | job | expect | quick | legend)
 declare -A mode_launch=() mode_job=()
-known_modes=()
-while IFS='|' read -r name launch job _; do
-    name=${name//[[:space:]]/} launch=${launch//[[:space:]]/} job=${job//[[:space:]]/}
+known_modes=() quick_modes=()
+while IFS='|' read -r name launch job _ in_quick _; do
+    name=${name//[[:space:]]/} launch=${launch//[[:space:]]/} job=${job//[[:space:]]/} in_quick=${in_quick//[[:space:]]/}
     if [ -z "$name" ] || [ "${name:0:1}" = "#" ]; then continue; fi
     known_modes+=("$name")
+    [ "$in_quick" = yes ] && quick_modes+=("$name")
     mode_launch[$name]=$launch
     mode_job[$name]=$job
 done <"$here/modes.txt"
-read -ra modes <<<"${UVMC_INTEGRATION_MODES-${known_modes[*]}}"
+if [ "$quick" = 1 ]; then default_modes=${quick_modes[*]}; else default_modes=${known_modes[*]}; fi
+read -ra modes <<<"${UVMC_INTEGRATION_MODES-$default_modes}"
 ((${#modes[@]})) || die "UVMC_INTEGRATION_MODES is empty: want some of: ${known_modes[*]}"
 for mode in "${modes[@]}"; do
     [ -n "${mode_job[$mode]+set}" ] || die "UVMC_INTEGRATION_MODES: unknown mode '$mode' (the modes: ${known_modes[*]}; integration/modes.txt)"
