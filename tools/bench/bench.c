@@ -332,7 +332,10 @@ static long long callgrind_ir(const char *lib, long calls, bool lazy, unsigned l
     long long ir = -1;
     for (int part = 0; part <= 8; part++) {
         char name[96], line[512];
-        snprintf(name, sizeof name, part ? "%s.%d" : "%s", out_file, part);
+        if (part)
+            snprintf(name, sizeof name, "%s.%d", out_file, part);
+        else
+            snprintf(name, sizeof name, "%s", out_file);
         FILE *f = fopen(name, "r");
         if (!f)
             continue;
