@@ -49,13 +49,13 @@ struct uvmc_key {
 
 static const struct uvmc_key uvmc_keys[] = {
     {"enabled", UVMC_K_ENABLED, UVMC_KEY_BOOL, " (on|off)"},
-    {"threshold", UVMC_K_THRESHOLD, UVMC_KEY_SIZE, ""},
-    {"chunk_size", UVMC_K_CHUNK_SIZE, UVMC_KEY_SIZE, " (4KiB..1TiB)"},
+    {"threshold", UVMC_K_THRESHOLD, UVMC_KEY_SIZE, " (a size of at least 1 byte, e.g. 256MiB)"},
+    {"chunk_size", UVMC_K_CHUNK_SIZE, UVMC_KEY_SIZE, " (a size in 4KiB..1TiB, e.g. 64MiB)"},
     {"depth", UVMC_K_DEPTH, UVMC_KEY_COUNT, " (1..64)"},
     {"prefetch", UVMC_K_PREFETCH, UVMC_KEY_PREFETCH, " (none|host|device)"},
     {"log_level", UVMC_K_LOG_LEVEL, UVMC_KEY_LOG_LEVEL, " (error|warn|info|debug)"},
     {"stats", UVMC_K_STATS, UVMC_KEY_BOOL, " (on|off)"},
-    {"pinned_threshold", UVMC_K_PINNED_THRESHOLD, UVMC_KEY_SIZE, " (0 = off)"},
+    {"pinned_threshold", UVMC_K_PINNED_THRESHOLD, UVMC_KEY_SIZE, " (a size, e.g. 1GiB; 0 = off)"},
     {"engine", UVMC_K_ENGINE, UVMC_KEY_ENGINE, " (auto|host|copy)"},
     {"copy_threads", UVMC_K_COPY_THREADS, UVMC_KEY_COUNT, " (1..64)"},
     {"intercept_dlsym", UVMC_K_INTERCEPT_DLSYM, UVMC_KEY_BOOL, " (on|off)"},
@@ -68,7 +68,8 @@ static const char *const uvmc_engine_names[] = {"auto", "host", "copy"};
 
 /* ---- diagnostics ---------------------------------------------------------------------------- */
 
-__attribute__((format(printf, 3, 4))) static void uvmc_diagf(uvmc_diag_fn diag, void *ctx,
+/* One diagnostic: the mistake (formatted) and what the library does about it (`consequence`). */
+__attribute__((format(printf, 4, 5))) static void uvmc_diagf(uvmc_diag_fn diag, void *ctx, const char *consequence,
                                                               const char *fmt, ...)
 {
     if (diag == NULL)
@@ -81,19 +82,68 @@ __attribute__((format(printf, 3, 4))) static void uvmc_diagf(uvmc_diag_fn diag, 
     if (n < 0)
         return;
     if ((size_t)n < sizeof small) {
-        diag(ctx, small);
+        diag(ctx, small, consequence);
         return;
     }
     char *big = malloc((size_t)n + 1);
     if (big == NULL) {
-        diag(ctx, small); /* truncated, but still one line */
+        diag(ctx, small, consequence); /* truncated, but still one line */
         return;
     }
     va_start(ap, fmt);
     vsnprintf(big, (size_t)n + 1, fmt, ap);
     va_end(ap);
-    diag(ctx, big);
+    diag(ctx, big, consequence);
     free(big);
+}
+
+/* "enabled, threshold, ...": every key, for a message about a name that resembles none. */
+static const char *uvmc_key_list(char *list, size_t len)
+{
+    size_t used = 0;
+    list[0] = '\0';
+    for (size_t k = 0; k < sizeof uvmc_keys / sizeof uvmc_keys[0] && used < len; k++) {
+        int n = snprintf(list + used, len - used, "%s%s", k ? ", " : "", uvmc_keys[k].name);
+        if (n < 0)
+            break;
+        used += (size_t)n;
+    }
+    return list;
+}
+
+/* The key a misspelt name most likely meant: edit distance at most 2, case ignored; NULL if none. */
+static const char *uvmc_closest_key(const char *name, size_t n)
+{
+    enum { LONGEST = 32 };
+    if (n == 0 || n > LONGEST)
+        return NULL;
+    const char *best = NULL;
+    size_t best_d = 3;
+    for (size_t k = 0; k < sizeof uvmc_keys / sizeof uvmc_keys[0]; k++) {
+        const char *key = uvmc_keys[k].name;
+        size_t m = strlen(key);
+        size_t row[LONGEST + 1];
+        if (m > LONGEST)
+            continue;
+        for (size_t j = 0; j <= m; j++)
+            row[j] = j;
+        for (size_t i = 1; i <= n; i++) {
+            size_t diag = row[0];
+            row[0] = i;
+            for (size_t j = 1; j <= m; j++) {
+                char a = name[i - 1], b = key[j - 1];
+                a = (a >= 'A' && a <= 'Z') ? (char)(a - 'A' + 'a') : a;
+                size_t sub = diag + (a != b), up = row[j] + 1, left = row[j - 1] + 1;
+                diag = row[j];
+                row[j] = sub < up ? (sub < left ? sub : left) : (up < left ? up : left);
+            }
+        }
+        if (row[m] < best_d) {
+            best_d = row[m];
+            best = key;
+        }
+    }
+    return best;
 }
 
 /* Writes a size as "256MiB" when a unit divides it exactly, else as plain bytes. */
@@ -311,8 +361,11 @@ bool uvmc_config_set(struct uvmc_config *cfg, const char *key, const char *value
 
     const struct uvmc_key *k = uvmc_find_key(key);
     if (k == NULL) {
-        uvmc_diagf(diag, ctx, "%s: unknown key '%.*s%s' (ignored)", where, UVMC_SHOWN_VALUE_MAX, key,
-                   strlen(key) > UVMC_SHOWN_VALUE_MAX ? "..." : "");
+        const char *near = uvmc_closest_key(key, strlen(key));
+        char keys[256];
+        uvmc_diagf(diag, ctx, "ignored", "%s: unknown key '%.*s%s' (%s%s%s)", where, UVMC_SHOWN_VALUE_MAX, key,
+                   strlen(key) > UVMC_SHOWN_VALUE_MAX ? "..." : "", near ? "did you mean '" : "known keys: ",
+                   near ? near : uvmc_key_list(keys, sizeof keys), near ? "'?" : "");
         return false;
     }
 
@@ -355,11 +408,12 @@ bool uvmc_config_set(struct uvmc_config *cfg, const char *key, const char *value
     }
 
     if (!ok) {
-        char kept[64];
+        char kept[64], consequence[80];
         uvmc_format_current(cfg, k->id, kept, sizeof kept);
+        snprintf(consequence, sizeof consequence, "keeping %s", kept);
         int shown = n > UVMC_SHOWN_VALUE_MAX ? UVMC_SHOWN_VALUE_MAX : (int)n;
-        uvmc_diagf(diag, ctx, "%s: bad value '%.*s%s' for %s%s; keeping %s", where, shown, s,
-                   n > UVMC_SHOWN_VALUE_MAX ? "..." : "", k->name, k->hint, kept);
+        uvmc_diagf(diag, ctx, consequence, "%s: bad value '%.*s%s' for %s%s", where, shown, s,
+                   n > UVMC_SHOWN_VALUE_MAX ? "..." : "", k->name, k->hint);
         return false;
     }
 
@@ -385,7 +439,7 @@ static void uvmc_parse_line(struct uvmc_config *cfg, char *line, size_t len, con
                             uvmc_diag_fn diag, void *ctx)
 {
     if (memchr(line, '\0', len) != NULL) {
-        uvmc_diagf(diag, ctx, "%s: expected 'key = value'", where);
+        uvmc_diagf(diag, ctx, "line ignored", "%s: expected 'key = value'", where);
         return;
     }
     char *hash = strchr(line, '#');
@@ -400,14 +454,14 @@ static void uvmc_parse_line(struct uvmc_config *cfg, char *line, size_t len, con
 
     char *eq = strchr(start, '=');
     if (eq == NULL) {
-        uvmc_diagf(diag, ctx, "%s: expected 'key = value'", where);
+        uvmc_diagf(diag, ctx, "line ignored", "%s: expected 'key = value'", where);
         return;
     }
     char *key_end = eq;
     while (key_end > start && uvmc_is_blank(key_end[-1]))
         key_end--;
     if (key_end == start) {
-        uvmc_diagf(diag, ctx, "%s: expected 'key = value'", where);
+        uvmc_diagf(diag, ctx, "line ignored", "%s: expected 'key = value'", where);
         return;
     }
     *key_end = '\0';
@@ -422,12 +476,12 @@ static bool uvmc_parse_file_impl(struct uvmc_config *cfg, const char *path, bool
     if (fd < 0) {
         int err = errno;
         if (!(quiet_if_absent && err == ENOENT))
-            uvmc_diagf(diag, ctx, "cannot open config %s: %s", path, strerror(err));
+            uvmc_diagf(diag, ctx, "using the defaults", "cannot open config %s: %s", path, strerror(err));
         return false;
     }
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > UVMC_FILE_MAX) {
-        uvmc_diagf(diag, ctx, "cannot read config %s: %s", path,
+        uvmc_diagf(diag, ctx, "using the defaults", "cannot read config %s: %s", path,
                    S_ISREG(st.st_mode) ? "larger than 1MiB" : "not a regular file");
         close(fd);
         return false;
@@ -435,7 +489,7 @@ static bool uvmc_parse_file_impl(struct uvmc_config *cfg, const char *path, bool
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
     FILE *f = fdopen(fd, "r");
     if (f == NULL) {
-        uvmc_diagf(diag, ctx, "cannot read config %s: %s", path, strerror(errno));
+        uvmc_diagf(diag, ctx, "using the defaults", "cannot read config %s: %s", path, strerror(errno));
         close(fd);
         return false;
     }
@@ -449,7 +503,7 @@ static bool uvmc_parse_file_impl(struct uvmc_config *cfg, const char *path, bool
     bool ok = true;
 
     if (where == NULL) {
-        uvmc_diagf(diag, ctx, "cannot read config %s: %s", path, strerror(ENOMEM));
+        uvmc_diagf(diag, ctx, "using the defaults", "cannot read config %s: %s", path, strerror(ENOMEM));
         fclose(f);
         return false;
     }
@@ -463,14 +517,15 @@ static bool uvmc_parse_file_impl(struct uvmc_config *cfg, const char *path, bool
         if (len > 0 && line[len - 1] == '\r')
             line[--len] = '\0';
         if (len > UVMC_LINE_MAX) {
-            uvmc_diagf(diag, ctx, "%s: line too long (%zu characters, at most %u; skipped)", where, len,
+            uvmc_diagf(diag, ctx, "line ignored", "%s: line too long (%zu characters, at most %u)", where, len,
                        UVMC_LINE_MAX);
             continue;
         }
         uvmc_parse_line(cfg, line, len, where, diag, ctx);
     }
     if (ferror(f)) {
-        uvmc_diagf(diag, ctx, "cannot read config %s: %s", path, strerror(errno ? errno : EIO));
+        uvmc_diagf(diag, ctx, "the rest of the file ignored", "cannot read config %s: %s", path,
+                   strerror(errno ? errno : EIO));
         ok = false;
     }
     free(line);
@@ -502,21 +557,29 @@ static void uvmc_apply_env(struct uvmc_config *cfg, const char *entry, uvmc_diag
     for (size_t i = 0; i < suffix_len; i++)
         if (suffix[i] >= 'a' && suffix[i] <= 'z')
             upper = false;
-    if (!upper || suffix_len >= sizeof key) {
-        int shown = suffix_len > UVMC_SHOWN_VALUE_MAX ? UVMC_SHOWN_VALUE_MAX : (int)suffix_len;
-        uvmc_diagf(diag, ctx, "%.*s%s: unknown key '%.*s%s' (ignored)", (int)strlen(UVMC_ENV_PREFIX) + shown,
-                   entry, shown < (int)suffix_len ? "..." : "", shown, suffix,
-                   shown < (int)suffix_len ? "..." : "");
-        return;
+    if (upper && suffix_len < sizeof key) {
+        for (size_t i = 0; i < suffix_len; i++) {
+            char c = suffix[i];
+            key[i] = (c >= 'A' && c <= 'Z') ? (char)(c - 'A' + 'a') : c;
+        }
+        key[suffix_len] = '\0';
+        if (uvmc_find_key(key) != NULL) {
+            memcpy(where, entry, name_len);
+            where[name_len] = '\0';
+            uvmc_config_set(cfg, key, eq + 1, where, diag, ctx);
+            return;
+        }
     }
-    for (size_t i = 0; i < suffix_len; i++) {
-        char c = suffix[i];
-        key[i] = (c >= 'A' && c <= 'Z') ? (char)(c - 'A' + 'a') : c;
-    }
-    key[suffix_len] = '\0';
-    memcpy(where, entry, name_len);
-    where[name_len] = '\0';
-    uvmc_config_set(cfg, key, eq + 1, where, diag, ctx); /* reports an unknown key itself */
+    const char *near = uvmc_closest_key(suffix, suffix_len);
+    char meant[64] = "";
+    for (size_t i = 0; near != NULL && near[i] != '\0' && i + 1 < sizeof meant; i++)
+        meant[i] = (near[i] >= 'a' && near[i] <= 'z') ? (char)(near[i] - 'a' + 'A') : near[i];
+    int shown = suffix_len > UVMC_SHOWN_VALUE_MAX ? UVMC_SHOWN_VALUE_MAX : (int)suffix_len;
+    char keys[256];
+    uvmc_diagf(diag, ctx, "ignored", "%.*s%s: unknown variable (%s%s%s)", (int)strlen(UVMC_ENV_PREFIX) + shown, entry,
+               shown < (int)suffix_len ? "..." : "",
+               near ? "did you mean " UVMC_ENV_PREFIX : "a variable is " UVMC_ENV_PREFIX " + a key in capitals; known keys: ",
+               near ? meant : uvmc_key_list(keys, sizeof keys), near ? "?" : "");
 }
 
 static bool uvmc_is_env_var(const char *entry, const char *name)

@@ -34,8 +34,10 @@ struct uvmc_config {
 #define UVMC_DEFAULT_COPY_THREADS 4u
 #define UVMC_COPY_THREADS_MAX 64u
 
-/* Receives one diagnostic line (no trailing newline, no "uvmchunk: " prefix). */
-typedef void (*uvmc_diag_fn)(void *ctx, const char *line);
+/* Receives one diagnostic: the mistake ("f.conf:3: bad value '-5M' for threshold (...)") and what the
+ * library does about it when it runs anyway ("keeping 256MiB", "ignored"). Neither has a newline or
+ * the "uvmchunk: " prefix; the library prints "mistake; consequence", a checker only the mistake. */
+typedef void (*uvmc_diag_fn)(void *ctx, const char *mistake, const char *consequence);
 
 void uvmc_config_defaults(struct uvmc_config *cfg);
 
@@ -44,8 +46,8 @@ void uvmc_config_defaults(struct uvmc_config *cfg);
 bool uvmc_parse_size(const char *text, size_t *out);
 
 /* Applies one key/value pair. `where` names the origin for messages ("FILE:LINE" or the environment
- * variable name). On an unknown key or bad value, reports one line through diag naming the key and
- * the value kept, leaves cfg unchanged and returns false. */
+ * variable name). On an unknown key or bad value, reports one diagnostic naming the key, what it
+ * accepts (or the key it resembles) and the value kept, leaves cfg unchanged and returns false. */
 bool uvmc_config_set(struct uvmc_config *cfg, const char *key, const char *value, const char *where,
                      uvmc_diag_fn diag, void *ctx);
 

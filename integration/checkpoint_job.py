@@ -6,8 +6,10 @@ ranks on one GPU). Each rank builds a state dict holding one managed-memory tabl
 torch.cuda.memory.CUDAPluggableAllocator in a torch.cuda.MemPool) plus ordinary CUDA tensors,
 saves it with torch.distributed.checkpoint.save, loads it back into fresh tensors of the same kinds
 and checks every byte. Each rank then writes ONE line (one os.write) `RESULT <json>` on stdout:
-seconds (save, load, wall), peak resident host memory (VmHWM of /proc/self/status), pinned
-figures, whether libuvmchunk was mapped in the process. The library's own `uvmchunk: stats:` line
+seconds (save, load, wall), peak resident host memory (VmHWM of /proc/self/status), the save's own
+peak above the resident memory just before it (save_extra: the peak is reset with
+/proc/self/clear_refs first), pinned figures, zero-copy views the planners took, whether
+libuvmchunk was mapped in the process. The library's own `uvmchunk: stats:` line
 comes on the rank's stderr at exit; run.sh collects it from torchrun's per-rank logs.
 
 The same script serves the real GPU and the simulated CUDA runtime (tests/sim): no operation here
@@ -15,7 +17,7 @@ launches a kernel (the simulator cannot run one): CUDA tensors are made with tor
 with host-to-device .copy_(), and every comparison is made on the CPU.
 
 Environment: UVMC_MANAGED_ALLOC = path of managed_alloc.so (required).
-usage: checkpoint_job.py --size BYTES [--dir DIR] [--chunk BYTES]
+usage: checkpoint_job.py --size BYTES [--dir DIR] [--chunk BYTES] [--mode stock|serial|planner]
 """
 import argparse
 import ctypes
@@ -46,6 +48,17 @@ def proc_status(key):
             if line.startswith(key + ":"):
                 return int(line.split()[1]) * 1024
     return None
+
+
+def reset_peak():
+    """Resets VmHWM to the current resident size (Linux: '5' to /proc/self/clear_refs), so the next
+    VmHWM reading is the peak from here on. False where the kernel refuses."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
 
 
 def mapped(name):
@@ -193,10 +206,16 @@ def main():
 
         if a.mode == "serial":  # stock DCP's own lever: a blocking exact-size copy per tensor
             save_kw = {"storage_writer": dcp.FileSystemWriter(ckpt, per_thread_copy_ahead=0)}
+        # what the save costs on top of what the job already holds (PyTorch, the tables)
+        out["vmhwm_before_save"] = proc_status("VmHWM")  # the reset below forgets it
+        peak_reset = reset_peak()
+        rss_start = proc_status("VmRSS")
         t0 = time.monotonic()
         dcp.save(state, checkpoint_id=ckpt, **save_kw)
         out["save_s"] = time.monotonic() - t0
+        out["save_extra"] = proc_status("VmHWM") - rss_start if peak_reset else None
         out["rss_after_save"] = proc_status("VmRSS")
+        out["save_views"] = getattr(getattr(save_kw.get("planner"), "zero_copy", None), "views", 0)
         dist.barrier()
 
         # fresh tensors while the saved ones are still alive: the pool cannot hand the same memory
@@ -207,6 +226,7 @@ def main():
         dcp.load(fresh, checkpoint_id=ckpt, **load_kw)
         torch.cuda.synchronize()
         out["load_s"] = time.monotonic() - t0
+        out["load_views"] = getattr(getattr(load_kw.get("planner"), "zero_copy", None), "views", 0)
         out["equal"] = {k: verify(t, fillers[seed]) for k, (t, seed) in made.items()}
         out["ok"] = all(out["equal"].values())
         del made, fresh, state
@@ -216,7 +236,7 @@ def main():
         traceback.print_exc()
     out["pinned_asked_peak"] = host_pinned_peak()
     out["pinned_locked_peak"] = int(drv.uvmsim_pinned_peak()) if drv else None
-    out["vmhwm"] = proc_status("VmHWM")
+    out["vmhwm"] = max(proc_status("VmHWM"), out.get("vmhwm_before_save") or 0)
     out["wall_s"] = time.monotonic() - t_start
     report(**out)
     try:

@@ -167,7 +167,7 @@ for d in "$run_out"/job-*-uvmchunk.ranks; do
         echo "$(basename "$d") rank $(basename "$r"):"
         grep -h 'uvmchunk: stats:' "$r/stderr.log" | sed 's/^/  /'
         grep -h '^RESULT ' "$r/stdout.log" | grep -o '"preloaded": [a-z]*' | sed 's/^/  /'
-        grep -q 'uvmchunk: stats: split [1-9]' "$r/stderr.log" && found_split=$((found_split + 1))
+        grep -Eq 'uvmchunk: stats: pid [^:]*: split [1-9]' "$r/stderr.log" && found_split=$((found_split + 1))
         grep -q '"preloaded": true' "$r/stdout.log" && found_preload=$((found_preload + 1))
     done
 done
@@ -209,9 +209,9 @@ for c in "${checks[@]}"; do
 import json, re, sys
 out, err, expr = open(sys.argv[1]).read(), open(sys.argv[2]).read(), sys.argv[3]
 r = [json.loads(l[7:]) for l in out.splitlines() if l.startswith("RESULT ")][-1]
-m = re.findall(r"uvmchunk: stats: split (\d+) copies.*", err)
+m = re.findall(r"uvmchunk: stats: pid [^:\n]*: split (\d+) cop(?:y|ies)", err)
 s = int(m[-1]) if m else -1
-m = re.findall(r"(\d+) pinned requests served lazily", err)
+m = re.findall(r"(\d+) pinned requests? served lazily", err)
 p = int(m[-1]) if m else -1
 line = [l for l in err.splitlines() if "uvmchunk: stats:" in l]
 print("  RESULT", json.dumps(r, sort_keys=True))

@@ -1,18 +1,24 @@
 """report.py: the tables of integration/run.sh, from its manifest (one tab-separated line per run:
-kind, size, mode, exit status, log, per-rank log folder, note). Standard library only.
+kind, size in bytes, mode, exit status, log, per-rank log folder, note) and integration/modes.txt
+(the modes: how each ran, what success means, the legend). Standard library only.
 
-Job table, one row per size and mode: success, save seconds (slowest rank), GB/s (bytes per rank
-over that rank's save seconds, slowest rank), load seconds, peak resident host memory of each rank
-(VmHWM), pinned bytes PyTorch's host allocator asked for (peak, largest rank), pinned bytes really
+Job table, one row per size and mode: success; save seconds (slowest rank); GB/s (bytes per rank
+over that rank's save seconds, slowest rank); load seconds; peak resident host memory of each rank
+(VmHWM, which includes PyTorch and the tables); "extra over the start": each rank's peak during
+dcp.save above its resident memory just before it, i.e. what the save itself cost; "saved vs
+stock": the first mode's (stock DCP's) extra minus this mode's, for the same size, largest rank;
+pinned bytes PyTorch's host allocator asked for (peak, largest rank); pinned bytes really
 page-locked (simulator: its own measured peak; GPU: asked minus what libuvmchunk served lazily,
-derived, when none of those was pinned at its first use), the copies libuvmchunk split per rank, and whether it was mapped in each rank.
-Success: exit 0, every tensor reloaded bitwise equal on both ranks, and with the library: mapped in
-both ranks and each rank's stats show at least one split copy (the save's copy of its table).
+derived, when none of those was pinned at its first use); bytes libuvmchunk served lazily; the
+copies it split per rank; the zero-copy views the save took per rank; whether the library was
+mapped in each rank. Success: exit 0, every tensor reloaded bitwise equal on both ranks, and what
+modes.txt expects of the mode: the library mapped in both ranks when it was preloaded, a split copy
+in each rank's stats (expect split), a view in each rank (expect views).
 
-Engine table, one row per path: success (exit 0, checksum verified, blocks as expected), seconds,
-GB/s, blocks.
+Engine table, one row per path: success (exit 0, checksum verified, one split copy with the
+library), seconds, GB/s, blocks.
 
-usage: report.py --backend gpu|sim MANIFEST
+usage: report.py --backend gpu|sim [--modes MODES_TXT] MANIFEST
 Exit status: 0 when every row that ran succeeded, 1 otherwise.
 """
 import argparse
@@ -22,12 +28,39 @@ import os
 import re
 import sys
 
-STATS_RE = re.compile(r"uvmchunk: stats: split (\d+) copies \((\d+) bytes in (\d+) blocks.*?"
-                      r"(\d+) pinned requests served lazily \((\d+) bytes, (\d+) pinned at their first use\)")
+# The library's stats line (interpose/stats.c), singular or plural; a part whose count is 0 is left out:
+# "uvmchunk: stats: pid 42, rank 0, local rank 0: split 1 copy (48 MiB in 6 blocks, ...); passed
+# through ...; 1 pinned request served lazily (64 MiB, 0 pinned at first use)"
+SIZE_TEXT = r"(\d+(?:\.\d+)? (?:bytes?|[KMGTPE]iB))"
+SPLIT_RE = re.compile(r"uvmchunk: stats: pid \d+[^:\n]*: split (\d+) cop(?:y|ies)(?: \(" + SIZE_TEXT + r" in (\d+) blocks?)?")
+LAZY_RE = re.compile(r"(\d+) pinned requests? served lazily(?: \(" + SIZE_TEXT + r", (\d+) pinned at first use\))?")
+UNITS = {"byte": 1, "bytes": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40, "PiB": 1 << 50,
+         "EiB": 1 << 60}
 
 
-def gib(n):
-    return "-" if n is None else f"{n / (1 << 30):.2f}G"
+def size_bytes(text):
+    """'48 MiB' -> 50331648; None or '' -> 0."""
+    if not text:
+        return 0
+    number, unit = text.split()
+    return round(float(number) * UNITS[unit])
+
+
+def size_text(n):
+    """Bytes as a person reads them, like config/units.c: 48 MiB, 1.50 GiB, 512 bytes; '-' for None."""
+    if n is None:
+        return "-"
+    sign, n = ("-", -n) if n < 0 else ("", n)
+    if n < 1024:
+        return f"{sign}{n} byte{'' if n == 1 else 's'}"
+    for shift, unit in ((60, "EiB"), (50, "PiB"), (40, "TiB"), (30, "GiB"), (20, "MiB"), (10, "KiB")):
+        if n >> shift:
+            if n % (1 << shift) == 0:
+                return f"{sign}{n >> shift} {unit}"
+            v = n / (1 << shift)
+            return f"{sign}{v:.0f} {unit}" if v >= 99.95 else f"{sign}{v:.1f} {unit}" if v >= 9.995 else \
+                f"{sign}{v:.2f} {unit}"
+    return f"{sign}{n} bytes"
 
 
 def read(path):
@@ -36,6 +69,17 @@ def read(path):
             return f.read()
     except OSError:
         return ""
+
+
+def load_modes(path):
+    """{name: {"launch", "job", "expect", "quick", "legend"}} in file order (integration/modes.txt)."""
+    modes = {}
+    for line in read(path).splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        name, launch, job, expect, quick, legend = (f.strip() for f in (line.split("|", 5) + [""] * 6)[:6])
+        modes[name] = {"launch": launch, "job": job, "expect": expect, "quick": quick, "legend": legend}
+    return modes
 
 
 def rank_logs(folder):
@@ -49,8 +93,24 @@ def rank_logs(folder):
     return found
 
 
-def job_row(size, mode, rc, log, folder, note, backend):
-    row = {"size": size, "mode": mode}
+def stats_of(err):
+    """(split copies, split bytes, blocks, lazy requests, lazy bytes, pinned at first use) from the
+    last stats line in err, or None."""
+    lines = [ln for ln in err.splitlines() if "uvmchunk: stats: " in ln]
+    if not lines:
+        return None
+    m, lazy = SPLIT_RE.search(lines[-1]), LAZY_RE.search(lines[-1])
+    split = (int(m.group(1)), size_bytes(m.group(2)), int(m.group(3) or 0)) if m else (0, 0, 0)
+    pinned = (int(lazy.group(1)), size_bytes(lazy.group(2)), int(lazy.group(3) or 0)) if lazy else (0, 0, 0)
+    return split + pinned
+
+
+def per_rank(values, fmt=str):
+    return ",".join("-" if v is None else fmt(v) for v in values) or "-"
+
+
+def job_row(size, mode, rc, log, folder, note, backend, spec):
+    row = {"size": size_text(int(size)), "bytes": int(size), "mode": mode}
     if rc == "-":
         row["ok"] = note
         return row
@@ -60,9 +120,9 @@ def job_row(size, mode, rc, log, folder, note, backend):
         for line in out.splitlines():
             if line.startswith("RESULT "):
                 results[r] = json.loads(line[7:])
-        m = list(STATS_RE.finditer(err))
-        if m:
-            stats[r] = tuple(int(x) for x in m[-1].groups())
+        s = stats_of(err)
+        if s:
+            stats[r] = s
     why = []
     if rc != "0":
         why.append(f"exit {rc}" + (" (time limit)" if rc in ("124", "137") else ""))
@@ -73,13 +133,15 @@ def job_row(size, mode, rc, log, folder, note, backend):
             why.append(f"rank {r}: {res['error'][:80]}")
         elif not res.get("ok"):
             why.append(f"rank {r}: reload differs {res.get('equal')}")
-    if mode == "uvmchunk":
+    if spec.get("launch") == "preload":
         if not all(res.get("preloaded") for res in results.values()):
             why.append("library not mapped in every rank")
-        if sorted(stats) != [0, 1] or not all(s[0] >= 1 for s in stats.values()):
-            why.append(f"stats show no split copy in some rank: {stats}")
     elif stats:
         why.append("library stats without the library")
+    if spec.get("expect") == "split" and (sorted(stats) != [0, 1] or not all(s[0] >= 1 for s in stats.values())):
+        why.append(f"stats show no split copy in some rank: {stats}")
+    if spec.get("expect") == "views" and not (results and all(res.get("save_views", 0) >= 1 for res in results.values())):
+        why.append("no zero-copy view in some rank")
     row["ok"] = "yes" if not why else "NO: " + "; ".join(why)
     res = [results[r] for r in sorted(results)]
     saves = [x for x in res if x.get("save_s")]
@@ -90,12 +152,15 @@ def job_row(size, mode, rc, log, folder, note, backend):
     loads = [x["load_s"] for x in res if x.get("load_s")]
     if loads:
         row["load_s"] = f"{max(loads):.2f}"
-    row["rss"] = ",".join(gib(x.get("vmhwm")) for x in res) or "-"
+    row["rss"] = per_rank([x.get("vmhwm") for x in res], size_text)
+    extras = [x.get("save_extra") for x in res]
+    row["extra"] = per_rank(extras, size_text)
+    row["extra_max"] = max(extras) if extras and None not in extras else None
     asked = [x.get("pinned_asked_peak") for x in res if x.get("pinned_asked_peak") is not None]
-    row["pinned_asked"] = gib(max(asked)) if asked else "-"
+    row["pinned_asked"] = size_text(max(asked)) if asked else "-"
     if backend == "sim":
         locked = [x.get("pinned_locked_peak") for x in res if x.get("pinned_locked_peak") is not None]
-        row["pinned_locked"] = gib(max(locked)) if locked else "-"
+        row["pinned_locked"] = size_text(max(locked)) if locked else "-"
     else:
         vals = []
         for r, x in sorted(results.items()):
@@ -103,16 +168,30 @@ def job_row(size, mode, rc, log, folder, note, backend):
             # a lazy buffer pinned at its first use is locked after all: then nothing is derived
             if a is not None and not (r in stats and stats[r][5]):
                 vals.append(max(0, a - (stats[r][4] if r in stats else 0)))
-        row["pinned_locked"] = ("~" + gib(max(vals))) if vals else "-"
-    row["split"] = ",".join(f"{stats[r][0]}/{gib(stats[r][1])}" if r in stats else "-" for r in sorted(results)) or "-"
-    row["pageable"] = ",".join(gib(stats[r][4]) if r in stats else "-" for r in sorted(results)) or "-"
+        row["pinned_locked"] = ("~" + size_text(max(vals))) if vals else "-"
+    row["split"] = ",".join(f"{stats[r][0]}/{size_text(stats[r][1])}" if r in stats else "-"
+                            for r in sorted(results)) or "-"
+    row["pageable"] = ",".join(size_text(stats[r][4]) if r in stats else "-" for r in sorted(results)) or "-"
+    row["views"] = per_rank([x.get("save_views", 0) for x in res])
     row["preload"] = ",".join("y" if x.get("preloaded") else "n" for x in res) or "-"
     return row
 
 
+def saved_vs_stock(jobs, baseline):
+    """'saved vs stock' per row: the baseline mode's largest per-rank save extra minus this row's,
+    same size ('-' for the baseline itself or when either figure is missing)."""
+    base = {r["bytes"]: r.get("extra_max") for r in jobs if r["mode"] == baseline}
+    for r in jobs:
+        b, x = base.get(r["bytes"]), r.get("extra_max")
+        if r["mode"] == baseline or b is None or x is None:
+            r["saved"] = "-"
+        else:
+            r["saved"] = size_text(b - x) + (f" ({(b - x) / b:.0%})" if b > 0 else "")
+
+
 def engine_row(size, path, rc, log, note):
-    row = {"size": size, "path": {"unchunked": "unchunked (no library)", "copy": "copy engine",
-                                  "host": "host engine"}.get(path, path)}
+    row = {"size": size_text(int(size)), "path": {"unchunked": "unchunked (no library)", "copy": "copy engine",
+                                                  "host": "host engine"}.get(path, path)}
     if rc == "-":
         row["ok"] = note
         return row
@@ -121,11 +200,11 @@ def engine_row(size, path, rc, log, note):
     def grab(pat):
         m = re.search(pat, text)
         return m.group(1) if m else None
-    row["seconds"], row["gbps"] = grab(r"seconds: ([\d.]+)"), grab(r"GB/s: ([\d.]+)")
+    row["seconds"], row["gbps"] = grab(r"seconds: ([\d.]+)"), grab(r"rate: ([\d.]+) GB/s")
     verified = grab(r"checksum: [0-9a-f]+ (verified)") is not None
-    st = STATS_RE.search(text)
-    split = int(st.group(1)) if st else 0
-    row["blocks"] = st.group(3) if st else "1"
+    st = stats_of(text)
+    split = st[0] if st else 0
+    row["blocks"] = str(st[2]) if st else "1"
     why = []
     if rc != "0":
         why.append(f"exit {rc}")
@@ -134,7 +213,7 @@ def engine_row(size, path, rc, log, note):
     if path == "unchunked" and st:
         why.append("library loaded")
     if path != "unchunked" and split != 1:
-        why.append(f"split {split} copies, expected 1")
+        why.append(f"split {split} {'copy' if split == 1 else 'copies'}, expected 1")
     row["ok"] = "yes" if not why else "NO: " + "; ".join(why)
     return row
 
@@ -150,29 +229,39 @@ def table(rows, cols):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--backend", choices=("gpu", "sim"), required=True)
+    p.add_argument("--modes", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "modes.txt"))
     p.add_argument("manifest")
     a = p.parse_args()
+    modes = load_modes(a.modes)
     jobs, engines, notes = [], [], set()
     with open(a.manifest) as f:
         for line in f:
             kind, size, mode, rc, log, folder, note = (line.rstrip("\n").split("\t") + [""] * 7)[:7]
             if kind == "job":
-                jobs.append(job_row(size, mode, rc, log, folder, note, a.backend))
+                jobs.append(job_row(size, mode, rc, log, folder, note, a.backend, modes.get(mode, {})))
             elif kind == "engine":
                 engines.append(engine_row(size, mode, rc, log, note))
                 if note and rc != "-":
                     notes.add(note)
+    baseline = next(iter(modes), None)
+    saved_vs_stock(jobs, baseline)
     ran_ok = all(r["ok"] == "yes" for r in jobs + engines if not r["ok"].startswith("not run"))
     head = "SIMULATED: figures are not GPU figures" if a.backend == "sim" else "GPU figures"
     print(f"== checkpoint job: torchrun --nproc_per_node=2 (gloo, both ranks on GPU 0), "
           f"dcp.save + dcp.load, sizes per rank ({head})")
     print(table(jobs, [("size", "SIZE/rank"), ("mode", "mode"), ("ok", "success"), ("save_s", "save s"),
                        ("gbps", "GB/s"), ("load_s", "load s"), ("rss", "peak RSS r0,r1"),
+                       ("extra", "extra over the start r0,r1"), ("saved", f"saved vs stock ({baseline})"),
                        ("pinned_asked", "pinned asked"), ("pinned_locked", "pinned locked"),
                        ("pageable", "served lazily r0,r1"), ("split", "split copies/bytes r0,r1"),
-                       ("preload", "preloaded r0,r1")]))
-    print("GB/s: bytes per rank / save seconds, slowest rank. pinned asked: peak of PyTorch's host "
-          "allocator (largest rank). pinned locked: " +
+                       ("views", "zero-copy views r0,r1"), ("preload", "preloaded r0,r1")]))
+    print("modes:")
+    for name in dict.fromkeys(r["mode"] for r in jobs):
+        print(f"  {name}: {modes.get(name, {}).get('legend') or '(not in modes.txt)'}")
+    print("peak RSS: the whole process (PyTorch, the table, the save). extra over the start: the save's own "
+          "peak above the memory held just before it. saved vs stock: the largest rank's extra, "
+          f"{baseline} minus this mode. GB/s: bytes per rank / save seconds, slowest rank. pinned asked: peak of "
+          "PyTorch's host allocator (largest rank). pinned locked: " +
           ("the simulator's measured page-locked peak." if a.backend == "sim" else
            "asked minus bytes libuvmchunk served lazily (derived, ~)."))
     print()

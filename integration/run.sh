@@ -1,24 +1,33 @@
 #!/usr/bin/env bash
 # integration/run.sh: the integration harness's one entry point (README "Integration harness
 # (torchrun)"). Runs integration/checkpoint_job.py under `torchrun --standalone --nproc_per_node=2`
-# in four modes (see UVMC_INTEGRATION_MODES) for a short list of sizes per rank, then the
-# engine comparison on one managed buffer (uvmchunk-demo: unchunked, copy engine, host engine), and
+# in each mode of integration/modes.txt for a short list of sizes per rank, then the engine
+# comparison on one managed buffer (uvmchunk-demo: unchunked, copy engine, host engine), and
 # prints the tables (integration/report.py).
 #
 # Backend: the real GPU when `nvidia-smi -L` lists one; else the simulated CUDA runtime (build/sim)
 # when PyTorch is importable; else it says why it skipped and exits 0.
 #
-# Environment:
+# Environment (every value is checked before anything runs; a mistake is one 'uvmchunk:' line, exit 2):
 #   UVMC_BUILD                 build folder (default: build/ at the top of the tree)
 #   UVMC_PYTHON                Python with PyTorch (default: .venv/bin/python, else python3)
 #   UVMC_INTEGRATION_BACKEND   auto (default), gpu or sim
-#   UVMC_INTEGRATION_SIZES     sizes per rank (default GPU "1G 4G", simulator "64M 128M")
-#   UVMC_INTEGRATION_MODES     job modes (default "plain serial uvmchunk planner": stock DCP, stock
-#                              with per_thread_copy_ahead=0, the preload library, the DCP planners)
-#   UVMC_INTEGRATION_ENGINE_SIZE  engine comparison buffer (default GPU 8G, simulator 512M)
+#   UVMC_INTEGRATION_QUICK=1   the quick setting: one size per rank (simulator 24M, GPU 1536M), the
+#                              modes marked quick in modes.txt (plain, uvmchunk, planner) and a 64M
+#                              engine buffer: 48 s on the simulator (2 cores at a load average of 3)
+#   UVMC_INTEGRATION_SIZES     sizes per rank, e.g. "48M 96M" (default GPU "1536M 3G", simulator
+#                              "48M 96M": not powers of two, so PyTorch's rounding shows); at least
+#                              1M each, multiples of 1K
+#   UVMC_INTEGRATION_MODES     job modes, names from integration/modes.txt (default: all of them,
+#                              "plain serial uvmchunk planner"; the quick setting: those marked quick)
+#   UVMC_INTEGRATION_ENGINE_SIZE  engine comparison buffer (default GPU 8G, simulator 512M; at least
+#                              4M, a multiple of 1M)
 #   UVMC_INTEGRATION_DEADLINE  seconds for the whole run (default 420 on GPU, 200 simulated)
 #   UVMC_INTEGRATION_OUT       folder for logs and the tables (default: a new temporary folder)
 #   UVMC_NO_TORCH=1            behave as if PyTorch were not installed (the skip path)
+# The library's size thresholds are scaled to each run's size (threshold half the table, at most
+# 256MiB; chunk_size a quarter of that, at most 64MiB; pinned_threshold half the pinned block
+# PyTorch asks for, at most 1GiB): the defaults for GPU-sized tables, and a split copy for small ones.
 # Exit status: 0 when every row that ran succeeded (or on skip), 1 otherwise, 2 on usage errors.
 set -euo pipefail
 
@@ -26,12 +35,67 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 top=$(cd "$here/.." && pwd)
 build=${UVMC_BUILD:-$top/build}
 backend=${UVMC_INTEGRATION_BACKEND:-auto}
+quick=${UVMC_INTEGRATION_QUICK:-0}
 started=$SECONDS
 
 skip() { echo "SKIP: $*"; exit 0; }
-die() { echo "run.sh: $*" >&2; exit 2; }
+die() { echo "uvmchunk: $*" >&2; exit 2; }
 
+# bytes SIZE: 96M, 1536M, 3G, 64MiB or plain bytes -> bytes; fails on anything else
+bytes() {
+    [[ $1 =~ ^([0-9]{1,15})(([KkMmGgTt])([Ii]?[Bb])?)?$ ]] || return 1
+    local n=$((10#${BASH_REMATCH[1]}))
+    case ${BASH_REMATCH[3]} in
+        K|k) echo $((n << 10)) ;; M|m) echo $((n << 20)) ;; G|g) echo $((n << 30)) ;; T|t) echo $((n << 40)) ;;
+        *) echo "$n" ;;
+    esac
+}
+# cfg_size BYTES: as the library's configuration spells it (64MiB, 1536KiB, or bytes)
+cfg_size() {
+    if (($1 == 0)); then echo 0
+    elif (($1 % (1 << 20) == 0)); then echo "$(($1 >> 20))MiB"
+    elif (($1 % 1024 == 0)); then echo "$(($1 >> 10))KiB"
+    else echo "$1"; fi
+}
+
+# ---- the input, checked before anything runs
 case $backend in auto|gpu|sim) ;; *) die "UVMC_INTEGRATION_BACKEND=$backend: want auto, gpu or sim" ;; esac
+case $quick in 0|1) ;; *) die "UVMC_INTEGRATION_QUICK=$quick: want 1 (the quick setting) or 0" ;; esac
+if [ -n "${UVMC_INTEGRATION_DEADLINE:-}" ] && ! [[ $UVMC_INTEGRATION_DEADLINE =~ ^[1-9][0-9]{0,5}$ ]]; then
+    die "UVMC_INTEGRATION_DEADLINE=$UVMC_INTEGRATION_DEADLINE: want a number of seconds"
+fi
+# the modes: integration/modes.txt, one line each (name | launch | job | expect | quick | legend)
+declare -A mode_launch=() mode_job=()
+known_modes=() quick_modes=()
+while IFS='|' read -r name launch job _ in_quick _; do
+    name=${name//[[:space:]]/} launch=${launch//[[:space:]]/} job=${job//[[:space:]]/} in_quick=${in_quick//[[:space:]]/}
+    if [ -z "$name" ] || [ "${name:0:1}" = "#" ]; then continue; fi
+    known_modes+=("$name")
+    [ "$in_quick" = yes ] && quick_modes+=("$name")
+    mode_launch[$name]=$launch
+    mode_job[$name]=$job
+done <"$here/modes.txt"
+if [ "$quick" = 1 ]; then default_modes=${quick_modes[*]}; else default_modes=${known_modes[*]}; fi
+read -ra modes <<<"${UVMC_INTEGRATION_MODES-$default_modes}"
+((${#modes[@]})) || die "UVMC_INTEGRATION_MODES is empty: want some of: ${known_modes[*]}"
+for mode in "${modes[@]}"; do
+    [ -n "${mode_job[$mode]+set}" ] || die "UVMC_INTEGRATION_MODES: unknown mode '$mode' (the modes: ${known_modes[*]}; integration/modes.txt)"
+done
+for var in UVMC_INTEGRATION_SIZES UVMC_INTEGRATION_ENGINE_SIZE; do
+    [ -n "${!var+set}" ] || continue
+    read -ra vals <<<"${!var}"
+    ((${#vals[@]})) || die "$var is empty: want sizes such as 48M or 1536M"
+    [ "$var" = UVMC_INTEGRATION_SIZES ] || ((${#vals[@]} == 1)) || die "$var: want one size"
+    for size in "${vals[@]}"; do
+        n=$(bytes "$size") || die "$var: '$size' is not a size (want e.g. 48M, 1536M, 3G)"
+        if [ "$var" = UVMC_INTEGRATION_SIZES ] && { ((n < (1 << 20))) || ((n % 1024)); }; then
+            die "$var: '$size' per rank: want at least 1M, a multiple of 1K"
+        fi
+        if [ "$var" = UVMC_INTEGRATION_ENGINE_SIZE ] && { ((n < (4 << 20))) || ((n % (1 << 20))); }; then
+            die "$var: '$size': want at least 4M, a multiple of 1M"
+        fi
+    done
+done
 
 # ---- Python with a CUDA build of PyTorch
 py=${UVMC_PYTHON:-}
@@ -57,9 +121,9 @@ if [ "$backend" = auto ]; then
 fi
 if [ "$backend" = gpu ]; then
     $has_gpu || die "UVMC_INTEGRATION_BACKEND=gpu but nvidia-smi -L lists no GPU"
-    [ -z "$torch_why" ] || skip "GPU present, but $torch_why"
+    [ -z "$torch_why" ] || skip "GPU present, but $torch_why; \`bash tools/setup.sh torch\` makes a venv with PyTorch (or set UVMC_PYTHON)"
 else
-    [ -z "$torch_why" ] || skip "no GPU (nvidia-smi -L lists none) and $torch_why"
+    [ -z "$torch_why" ] || skip "no GPU (nvidia-smi -L lists none) and $torch_why; \`bash tools/setup.sh torch\` makes a venv with PyTorch (or set UVMC_PYTHON)"
     $sim_ok || skip "no GPU, and the simulated runtime is not built ($build/sim/libcudart.so.13 missing; build with UVMC_BUILD_TESTS=ON)"
 fi
 
@@ -78,7 +142,7 @@ job_env=(UVMC_MANAGED_ALLOC="$build/integration/managed_alloc.so" OMP_NUM_THREAD
 lib_env=(UVMCHUNK_CONFIG= UVMCHUNK_STATS=on)
 if [ "$backend" = gpu ]; then
     echo "BACKEND: real GPU: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader -i 0)"
-    sizes=${UVMC_INTEGRATION_SIZES:-1G 4G}
+    default_sizes="1536M 3G" quick_sizes=1536M
     engine_size=${UVMC_INTEGRATION_ENGINE_SIZE:-8G}
     deadline=${UVMC_INTEGRATION_DEADLINE:-420}
     run_limit=150
@@ -86,19 +150,20 @@ else
     echo "SIMULATED: figures are not GPU figures (simulated CUDA runtime in $build/sim; library thresholds scaled down with the sizes)"
     job_env+=(LD_PRELOAD="$build/sim/libcudart.so.13 $build/sim/libcuda.so.1"
               LD_LIBRARY_PATH="$build/sim${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
-    # the library's defaults divided like the sizes: 32 MiB threshold and pinned threshold, 8 MiB blocks
-    lib_env+=(UVMCHUNK_THRESHOLD=32MiB UVMCHUNK_CHUNK_SIZE=8MiB UVMCHUNK_DEPTH=2 UVMCHUNK_PINNED_THRESHOLD=32MiB)
-    sizes=${UVMC_INTEGRATION_SIZES:-64M 128M}
+    lib_env+=(UVMCHUNK_DEPTH=2)  # fewer blocks in flight: the simulator's copies are host memcpy
+    default_sizes="48M 96M" quick_sizes=24M
     engine_size=${UVMC_INTEGRATION_ENGINE_SIZE:-512M}
     deadline=${UVMC_INTEGRATION_DEADLINE:-200}
     run_limit=100
 fi
+if [ "$quick" = 1 ]; then
+    read -ra sizes <<<"${UVMC_INTEGRATION_SIZES:-$quick_sizes}"
+    engine_size=${UVMC_INTEGRATION_ENGINE_SIZE:-64M}
+else
+    read -ra sizes <<<"${UVMC_INTEGRATION_SIZES:-$default_sizes}"
+fi
 echo "python: $py (torch $torch_ver); build: $build; logs: $out"
 
-bytes() { # 64M -> bytes
-    local n=${1%[KkMmGg]} u=${1: -1}
-    case $u in K|k) echo $((n << 10)) ;; M|m) echo $((n << 20)) ;; G|g) echo $((n << 30)) ;; *) echo "$1" ;; esac
-}
 mem_available() { awk '/^MemAvailable:/ {printf "%.0f\n", $2 * 1024}' /proc/meminfo; }
 disk_free() { df -Pk "$1" | awk 'NR == 2 {printf "%.0f\n", $4 * 1024}'; }
 # free bytes on GPU 0 as the CUDA runtime reports them, once before anything runs (each rank of the
@@ -113,13 +178,25 @@ gpu_free() { echo "$gpu_free_bytes"; }
 left() { echo $((deadline - (SECONDS - started))); }
 record() { printf '%s\n' "$(IFS=$'\t'; echo "$*")" >>"$manifest"; }
 
-modes=${UVMC_INTEGRATION_MODES:-plain serial uvmchunk planner}
+# scaled_env BYTES [PINNED]: the library's size thresholds for a table of BYTES (the defaults when
+# it is large): threshold half of it (at most 256MiB), chunk_size a quarter of that (at most 64MiB),
+# pinned_threshold half of PyTorch's power-of-two pinned block for it (at most 1GiB) unless given
+scaled_env() {
+    local n=$1 thr chunk pinned p2=1
+    thr=$((n / 2 / 1024 * 1024)); ((thr > 256 << 20)) && thr=$((256 << 20))
+    chunk=$((thr / 4 / 4096 * 4096)); ((chunk > 64 << 20)) && chunk=$((64 << 20)); ((chunk < 4096)) && chunk=4096
+    while ((p2 < n)); do p2=$((p2 * 2)); done
+    pinned=${2:-$((p2 / 2))}; ((pinned > 1 << 30)) && pinned=$((1 << 30))
+    echo "UVMCHUNK_THRESHOLD=$(cfg_size "$thr") UVMCHUNK_CHUNK_SIZE=$(cfg_size "$chunk") UVMCHUNK_PINNED_THRESHOLD=$(cfg_size "$pinned")"
+}
 
-# ---- the checkpoint job: sizes x modes: plain (stock DCP), serial (stock with
-# per_thread_copy_ahead=0), uvmchunk (the preload library), planner (uvmchunk.dcp's planners)
-for size in $sizes; do
+# ---- the checkpoint job: sizes x modes (integration/modes.txt)
+for size in "${sizes[@]}"; do
     n=$(bytes "$size")
-    for mode in $modes; do
+    read -ra scaled <<<"$(scaled_env "$n")"
+    thr=$(bytes "${scaled[0]#*=}")
+    chunk=$((thr / 2)); ((chunk > 8 << 20)) && chunk=$((8 << 20))  # fill/verify blocks stay below the threshold
+    for mode in "${modes[@]}"; do
         tag=job-$size-$mode
         # never more managed memory than the card has free: both ranks on GPU 0, each with its table
         # and the fresh one it loads into, 1 GiB margin; host: those two + the power-of-two pinned
@@ -128,23 +205,22 @@ for size in $sizes; do
         need_host=$((2 * 4 * n + (2 << 30)))
         need_disk=$((2 * n + (1 << 30)))
         free_gpu=$(gpu_free)
-        if [ "$free_gpu" -lt "$need_gpu" ]; then record job "$size" "$mode" - - - "not run: GPU has $free_gpu bytes free, needs $need_gpu"; continue; fi
-        if [ "$(mem_available)" -lt "$need_host" ]; then record job "$size" "$mode" - - - "not run: host MemAvailable below $need_host bytes"; continue; fi
-        if [ "$(disk_free "$out")" -lt "$need_disk" ]; then record job "$size" "$mode" - - - "not run: less than $need_disk bytes free in $out"; continue; fi
+        if [ "$free_gpu" -lt "$need_gpu" ]; then record job "$n" "$mode" - - - "not run: GPU has $free_gpu bytes free, needs $need_gpu"; continue; fi
+        if [ "$(mem_available)" -lt "$need_host" ]; then record job "$n" "$mode" - - - "not run: host MemAvailable below $need_host bytes"; continue; fi
+        if [ "$(disk_free "$out")" -lt "$need_disk" ]; then record job "$n" "$mode" - - - "not run: less than $need_disk bytes free in $out"; continue; fi
         limit=$(left)
         [ "$limit" -gt "$run_limit" ] && limit=$run_limit
-        if [ "$limit" -lt 20 ]; then record job "$size" "$mode" - - - "not run: time limit"; continue; fi
+        if [ "$limit" -lt 20 ]; then record job "$n" "$mode" - - - "not run: time limit"; continue; fi
         logs=$out/$tag.ranks
         rm -rf "$logs" "$out/$tag.ckpt"
         cmd=("$py" -m torch.distributed.run --standalone --nproc_per_node=2 --log-dir "$logs" --redirects 3
-             "$here/checkpoint_job.py" --size "$n" --dir "$out/$tag.ckpt")
-        case $mode in serial | planner) cmd+=(--mode "$mode") ;; esac
-        if [ "$mode" = uvmchunk ]; then cmd=("$build/uvmchunk-run" -- "${cmd[@]}"); fi
-        echo "running: $tag (limit ${limit}s)"
+             "$here/checkpoint_job.py" --size "$n" --chunk "$chunk" --dir "$out/$tag.ckpt" --mode "${mode_job[$mode]}")
+        if [ "${mode_launch[$mode]}" = preload ]; then cmd=("$build/uvmchunk-run" -- "${cmd[@]}"); fi
+        echo "running: $tag (limit ${limit}s; ${scaled[*]})"
         rc=0
-        env "${job_env[@]}" "${lib_env[@]}" timeout -k 10 "$limit" "${cmd[@]}" >"$out/$tag.log" 2>&1 || rc=$?
+        env "${job_env[@]}" "${lib_env[@]}" "${scaled[@]}" timeout -k 10 "$limit" "${cmd[@]}" >"$out/$tag.log" 2>&1 || rc=$?
         rm -rf "$out/$tag.ckpt"
-        record job "$size" "$mode" "$rc" "$out/$tag.log" "$logs" ""
+        record job "$n" "$mode" "$rc" "$out/$tag.log" "$logs" ""
     done
 done
 
@@ -157,21 +233,22 @@ while [ "$n" -gt $((64 << 20)) ] &&
 done
 [ "$backend" = sim ] && note="simulated: $((n >> 20)) MiB instead of the GPU's 8 GiB${note:+; $note}"
 esize=$((n >> 20))M
+# pinned_threshold=0 keeps the destination page-locked on all three paths: only the engine differs
+read -ra scaled <<<"$(scaled_env "$n" 0)"
 for path in unchunked copy host; do
     tag=engine-$esize-$path
     limit=$(left)
     [ "$limit" -gt 120 ] && limit=120
-    if [ "$limit" -lt 10 ]; then record engine "$esize" "$path" - - - "not run: time limit"; continue; fi
+    if [ "$limit" -lt 10 ]; then record engine "$n" "$path" - - - "not run: time limit"; continue; fi
     cmd=("$build/uvmchunk-demo" --size "$esize")
-    # pinned_threshold=0 keeps the destination page-locked on all three paths: only the engine differs
-    eenv=(UVMCHUNK_CONFIG= UVMCHUNK_STATS=on UVMCHUNK_PINNED_THRESHOLD=0 UVMCHUNK_ENGINE="$path")
+    eenv=(UVMCHUNK_CONFIG= UVMCHUNK_STATS=on "${scaled[@]}" UVMCHUNK_ENGINE="$path")
     if [ "$path" != unchunked ]; then cmd=("$build/uvmchunk-run" -- "${cmd[@]}"); fi
     if [ "$backend" = sim ]; then eenv+=(LD_LIBRARY_PATH="$build/sim${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"); fi
-    echo "running: $tag (limit ${limit}s)"
+    echo "running: $tag (limit ${limit}s; ${scaled[*]})"
     rc=0
     env "${eenv[@]}" timeout -k 10 "$limit" "${cmd[@]}" >"$out/$tag.log" 2>&1 || rc=$?
-    record engine "$esize" "$path" "$rc" "$out/$tag.log" - "$note"
+    record engine "$n" "$path" "$rc" "$out/$tag.log" - "$note"
 done
 
 echo
-"$py" "$here/report.py" --backend "$backend" "$manifest" | tee "$out/tables.txt"
+"$py" "$here/report.py" --backend "$backend" --modes "$here/modes.txt" "$manifest" | tee "$out/tables.txt"

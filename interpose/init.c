@@ -18,11 +18,13 @@ _Thread_local unsigned uvmc_tls_busy __attribute__((tls_model("initial-exec")));
 
 static pthread_once_t uvmc_once = PTHREAD_ONCE_INIT;
 
-/* Config diagnostics are always shown: a typo that silently changes a threshold is worse. */
-static void uvmc_config_diag(void *ctx, const char *line)
+/* Config diagnostics are always shown, once per process, with what the library does instead: a
+ * typo that silently changes a threshold is worse. (uvmchunk-run refuses them before the command
+ * starts; a process preloaded by hand has no launcher.) */
+static void uvmc_config_diag(void *ctx, const char *mistake, const char *consequence)
 {
     (void)ctx;
-    uvmc_log(UVMC_LOG_ERROR, "%s", line);
+    uvmc_log(UVMC_LOG_ERROR, "%s; %s", mistake, consequence);
 }
 
 /* The library's locks are held across fork() so the child never inherits one locked by a thread

@@ -17,10 +17,10 @@
  * library's own parser, so expectations follow whatever CTest sets. */
 static struct uvmc_config test_cfg;
 
-static void test_diag(void *ctx, const char *line)
+static void test_diag(void *ctx, const char *mistake, const char *consequence)
 {
     (void)ctx;
-    fprintf(stderr, "test config: %s\n", line);
+    fprintf(stderr, "test config: %s; %s\n", mistake, consequence);
 }
 
 extern char **environ;

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "uvmc_config.h"
+#include "uvmc_units.h"
 
 #ifndef UVMC_EXAMPLE_CONF
 #error "compile with -DUVMC_EXAMPLE_CONF=\"/path/to/config/uvmchunk.conf\""
@@ -17,19 +18,27 @@
 
 /* ---- helpers -------------------------------------------------------------------------------- */
 
+#define KEYS                                                                                             \
+    "enabled, threshold, chunk_size, depth, prefetch, log_level, stats, pinned_threshold, engine, "      \
+    "copy_threads, intercept_dlsym, dcp_views"
+
 #define DIAG_KEEP 16
 struct diag_log {
     int n;
     char line[DIAG_KEEP][1024];
 };
 
-static void collect(void *ctx, const char *line)
+/* Keeps each diagnostic as the library prints it: "mistake; consequence". */
+static void collect(void *ctx, const char *mistake, const char *consequence)
 {
     struct diag_log *log = ctx;
-    ck_assert_ptr_nonnull(line);
-    ck_assert_ptr_null(strchr(line, '\n'));
+    ck_assert_ptr_nonnull(mistake);
+    ck_assert_ptr_nonnull(consequence);
+    ck_assert_ptr_null(strchr(mistake, '\n'));
+    ck_assert_ptr_null(strchr(consequence, '\n'));
+    ck_assert(*consequence != '\0');
     if (log->n < DIAG_KEEP)
-        snprintf(log->line[log->n], sizeof log->line[0], "%s", line);
+        snprintf(log->line[log->n], sizeof log->line[0], "%s; %s", mistake, consequence);
     log->n++;
 }
 
@@ -284,21 +293,21 @@ START_TEST(messages)
     struct diag_log log = {0};
     uvmc_config_defaults(&c);
     ck_assert(!uvmc_config_set(&c, "threshold", "abc", "f.conf:3", collect, &log));
-    ck_assert_str_eq(log.line[0], "f.conf:3: bad value 'abc' for threshold; keeping 256MiB");
+    ck_assert_str_eq(log.line[0], "f.conf:3: bad value 'abc' for threshold (a size of at least 1 byte, e.g. 256MiB); keeping 256MiB");
     ck_assert(!uvmc_config_set(&c, "depth", "0", "UVMCHUNK_DEPTH", collect, &log));
     ck_assert_str_eq(log.line[1], "UVMCHUNK_DEPTH: bad value '0' for depth (1..64); keeping 4");
     ck_assert(!uvmc_config_set(&c, "treshold", "1", "f.conf:4", collect, &log));
-    ck_assert_str_eq(log.line[2], "f.conf:4: unknown key 'treshold' (ignored)");
+    ck_assert_str_eq(log.line[2], "f.conf:4: unknown key 'treshold' (did you mean 'threshold'?); ignored");
     /* Kept sizes: a unit when exact, else bytes. */
     c.threshold = 1000;
     ck_assert(!uvmc_config_set(&c, "threshold", "0", "w", collect, &log));
-    ck_assert_str_eq(log.line[3], "w: bad value '0' for threshold; keeping 1000");
+    ck_assert_str_eq(log.line[3], "w: bad value '0' for threshold (a size of at least 1 byte, e.g. 256MiB); keeping 1000");
     c.threshold = (size_t)1536 << 10;
     ck_assert(!uvmc_config_set(&c, "threshold", "x", "w", collect, &log));
-    ck_assert_str_eq(log.line[4], "w: bad value 'x' for threshold; keeping 1536KiB");
+    ck_assert_str_eq(log.line[4], "w: bad value 'x' for threshold (a size of at least 1 byte, e.g. 256MiB); keeping 1536KiB");
     c.chunk_size = (size_t)3 << 30;
     ck_assert(!uvmc_config_set(&c, "chunk_size", "1", "w", collect, &log));
-    ck_assert_str_eq(log.line[5], "w: bad value '1' for chunk_size (4KiB..1TiB); keeping 3GiB");
+    ck_assert_str_eq(log.line[5], "w: bad value '1' for chunk_size (a size in 4KiB..1TiB, e.g. 64MiB); keeping 3GiB");
     ck_assert(!uvmc_config_set(&c, "prefetch", "gpu", "w", collect, &log));
     ck_assert_str_eq(log.line[6], "w: bad value 'gpu' for prefetch (none|host|device); keeping none");
     ck_assert(!uvmc_config_set(&c, "enabled", "nah", "w", collect, &log));
@@ -380,17 +389,17 @@ START_TEST(file_one_diag_per_bad_line)
                "stats = on\n",         /* 8 good */
                path);
     ck_assert_int_eq(log.n, 6);
-    snprintf(expect, sizeof expect, "%s:2: unknown key 'treshold' (ignored)", path);
+    snprintf(expect, sizeof expect, "%s:2: unknown key 'treshold' (did you mean 'threshold'?); ignored", path);
     ck_assert_str_eq(log.line[0], expect);
-    snprintf(expect, sizeof expect, "%s:3: bad value 'abc' for threshold; keeping 256MiB", path);
+    snprintf(expect, sizeof expect, "%s:3: bad value 'abc' for threshold (a size of at least 1 byte, e.g. 256MiB); keeping 256MiB", path);
     ck_assert_str_eq(log.line[1], expect);
-    snprintf(expect, sizeof expect, "%s:4: expected 'key = value'", path);
+    snprintf(expect, sizeof expect, "%s:4: expected 'key = value'; line ignored", path);
     ck_assert_str_eq(log.line[2], expect);
-    snprintf(expect, sizeof expect, "%s:5: expected 'key = value'", path);
+    snprintf(expect, sizeof expect, "%s:5: expected 'key = value'; line ignored", path);
     ck_assert_str_eq(log.line[3], expect);
     snprintf(expect, sizeof expect, "%s:6: bad value '' for depth (1..64); keeping 8", path);
     ck_assert_str_eq(log.line[4], expect);
-    snprintf(expect, sizeof expect, "%s:7: bad value '1.5G' for chunk_size (4KiB..1TiB); keeping 64MiB",
+    snprintf(expect, sizeof expect, "%s:7: bad value '1.5G' for chunk_size (a size in 4KiB..1TiB, e.g. 64MiB); keeping 64MiB",
              path);
     ck_assert_str_eq(log.line[5], expect);
     ck_assert_uint_eq(c.depth, 8);
@@ -447,7 +456,7 @@ START_TEST(file_missing)
     uvmc_config_defaults(&c);
     ck_assert(!uvmc_config_parse_file(&c, "/nonexistent/uvmchunk.conf", collect, &log));
     ck_assert_int_eq(log.n, 1);
-    ck_assert_str_eq(log.line[0], "cannot open config /nonexistent/uvmchunk.conf: No such file or directory");
+    ck_assert_str_eq(log.line[0], "cannot open config /nonexistent/uvmchunk.conf: No such file or directory; using the defaults");
     assert_default(&c);
 }
 END_TEST
@@ -487,7 +496,7 @@ START_TEST(load_missing_explicit)
     memset(&c, 0, sizeof c);
     uvmc_config_load(&c, envp, collect, &log);
     ck_assert_int_eq(log.n, 1);
-    ck_assert_str_eq(log.line[0], "cannot open config /nonexistent/x.conf: No such file or directory");
+    ck_assert_str_eq(log.line[0], "cannot open config /nonexistent/x.conf: No such file or directory; using the defaults");
     assert_default(&c);
 }
 END_TEST
@@ -526,9 +535,9 @@ START_TEST(load_env_bad_and_unknown)
     uvmc_config_load(&c, envp, collect, &log);
     unlink(path);
     ck_assert_int_eq(log.n, 3);
-    ck_assert_str_eq(log.line[0], "UVMCHUNK_FOO: unknown key 'foo' (ignored)");
+    ck_assert_str_eq(log.line[0], "UVMCHUNK_FOO: unknown variable (a variable is UVMCHUNK_ + a key in capitals; known keys: " KEYS "); ignored");
     ck_assert_str_eq(log.line[1], "UVMCHUNK_DEPTH: bad value '0' for depth (1..64); keeping 8");
-    ck_assert_str_eq(log.line[2], "UVMCHUNK_threshold: unknown key 'threshold' (ignored)");
+    ck_assert_str_eq(log.line[2], "UVMCHUNK_threshold: unknown variable (did you mean UVMCHUNK_THRESHOLD?); ignored");
     ck_assert_uint_eq(c.threshold, UVMC_DEFAULT_THRESHOLD); /* names are UVMCHUNK_ + key uppercased */
     ck_assert_uint_eq(c.depth, 8);
     ck_assert_uint_eq(c.threshold, UVMC_DEFAULT_THRESHOLD);
@@ -546,8 +555,9 @@ START_TEST(load_env_long_name)
     char *envp[] = {"UVMCHUNK_CONFIG=", var, NULL};
     uvmc_config_load(&c, envp, collect, &log);
     ck_assert_int_eq(log.n, 1);
-    ck_assert_ptr_nonnull(strstr(log.line[0], ": unknown key 'ZZZZ"));
-    ck_assert_ptr_nonnull(strstr(log.line[0], "...' (ignored)"));
+    ck_assert_ptr_nonnull(strstr(log.line[0], "UVMCHUNK_ZZZZ"));
+    ck_assert_ptr_nonnull(strstr(log.line[0], "ZZZ...: unknown variable ("));
+    ck_assert_ptr_nonnull(strstr(log.line[0], "); ignored"));
     assert_default(&c);
 }
 END_TEST
@@ -604,6 +614,63 @@ START_TEST(launcher_variable_is_not_a_key)
 }
 END_TEST
 
+START_TEST(mistakes_a_newcomer_makes)
+{
+    struct uvmc_config c;
+    struct diag_log log = {0};
+    uvmc_config_defaults(&c);
+    /* a negative size, a misspelt key (case too), a key that resembles nothing, a misspelt variable */
+    ck_assert(!uvmc_config_set(&c, "threshold", "-5M", "f.conf:1", collect, &log));
+    ck_assert_str_eq(log.line[0], "f.conf:1: bad value '-5M' for threshold (a size of at least 1 byte, e.g. 256MiB); "
+                                  "keeping 256MiB");
+    ck_assert(!uvmc_config_set(&c, "Chunk_Sise", "1M", "f.conf:2", collect, &log));
+    ck_assert_str_eq(log.line[1], "f.conf:2: unknown key 'Chunk_Sise' (did you mean 'chunk_size'?); ignored");
+    ck_assert(!uvmc_config_set(&c, "colour", "red", "f.conf:3", collect, &log));
+    ck_assert_str_eq(log.line[2], "f.conf:3: unknown key 'colour' (known keys: " KEYS "); ignored");
+    char *envp[] = {"UVMCHUNK_CONFIG=", "UVMCHUNK_TRESHOLD=1M", "UVMCHUNK_THRESHOLD=abc", NULL};
+    uvmc_config_load(&c, envp, collect, &log);
+    ck_assert_str_eq(log.line[3], "UVMCHUNK_TRESHOLD: unknown variable (did you mean UVMCHUNK_THRESHOLD?); ignored");
+    ck_assert_str_eq(log.line[4], "UVMCHUNK_THRESHOLD: bad value 'abc' for threshold (a size of at least 1 byte, "
+                                  "e.g. 256MiB); keeping 256MiB");
+    ck_assert_int_eq(log.n, 5);
+    ck_assert_uint_eq(c.threshold, UVMC_DEFAULT_THRESHOLD);
+}
+END_TEST
+
+/* ---- figures a person reads (config/units.c) ------------------------------------------------ */
+
+START_TEST(units_bytes)
+{
+    static const struct {
+        unsigned long long n;
+        const char *text;
+    } cases[] = {
+        {0, "0 bytes"}, {1, "1 byte"}, {1023, "1023 bytes"}, {1024, "1 KiB"}, {1536, "1.50 KiB"},
+        {(1ull << 20) - 1, "1024 KiB"}, {64ull << 20, "64 MiB"}, {67108865, "64.0 MiB"},
+        {1610612736, "1.50 GiB"}, {200ull << 20, "200 MiB"}, {123456789, "118 MiB"}, {10ull << 30, "10 GiB"},
+        {(10ull << 30) + 1, "10.0 GiB"}, {3ull << 40, "3 TiB"}, {~0ull, "16.0 EiB"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        ck_assert_str_eq(uvmc_bytes_text(cases[i].n).s, cases[i].text);
+}
+END_TEST
+
+START_TEST(units_rates_and_plurals)
+{
+    ck_assert_str_eq(uvmc_rate_text(52.8e9, 1.0).s, "52.8 GB/s");
+    ck_assert_str_eq(uvmc_rate_text(1e9, 2.0).s, "0.50 GB/s");
+    ck_assert_str_eq(uvmc_rate_text(3e11, 1.0).s, "300 GB/s");
+    ck_assert_str_eq(uvmc_rate_text(1e9, 0.0).s, "-");
+    ck_assert_str_eq(uvmc_plural(1, "copy", "copies"), "copy");
+    ck_assert_str_eq(uvmc_plural(0, "copy", "copies"), "copies");
+    ck_assert_str_eq(uvmc_plural(2, "copy", "copies"), "copies");
+    /* several in one call: each a temporary of its own */
+    char line[96];
+    snprintf(line, sizeof line, "%s of %s", uvmc_bytes_text(1).s, uvmc_bytes_text(2048).s);
+    ck_assert_str_eq(line, "1 byte of 2 KiB");
+}
+END_TEST
+
 /* ---- runner --------------------------------------------------------------------------------- */
 
 static Suite *config_suite(void)
@@ -640,6 +707,12 @@ static Suite *config_suite(void)
     tcase_add_test(tc, load_no_env);
     tcase_add_test(tc, non_regular_config_files_are_refused);
     tcase_add_test(tc, launcher_variable_is_not_a_key);
+    tcase_add_test(tc, mistakes_a_newcomer_makes);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("units");
+    tcase_add_test(tc, units_bytes);
+    tcase_add_test(tc, units_rates_and_plurals);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -12,6 +12,19 @@
 
 #include "demo.h"
 #include "procfs.h"
+#include "uvmc_units.h"
+
+#ifndef UVMC_VERSION
+#error "compile with -DUVMC_VERSION=\"x.y.z\" (tools/CMakeLists.txt passes the project's version)"
+#endif
+
+static const char usage[] =
+    "usage: uvmchunk-demo [--compare] [--size BYTES[K|M|G]] (default 1536M)\n"
+    "\n"
+    "What a checkpoint save does to one managed tensor (cudaMallocManaged with FBGEMM's advice, a\n"
+    "pinned destination of the power-of-two size, cudaMemcpyAsync device to host, event synchronize),\n"
+    "verified byte for byte. --compare runs it without and with libuvmchunk, side by side.\n"
+    "  --help, --version\n";
 
 #define CHECK(call)                                                                          \
     do {                                                                                     \
@@ -118,8 +131,14 @@ int main(int argc, char **argv)
             compare = 1;
         } else if (!strcmp(argv[i], "--report")) { /* a child of --compare: one machine-readable line */
             report = 1;
+        } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            fputs(usage, stdout);
+            return 0;
+        } else if (!strcmp(argv[i], "--version")) {
+            printf("uvmchunk-demo %s\n", UVMC_VERSION);
+            return 0;
         } else {
-            fprintf(stderr, "usage: uvmchunk-demo [--compare] [--size BYTES[K|M|G]] (default 1536M)\n");
+            fputs(usage, stderr);
             return 2;
         }
     }
@@ -192,13 +211,13 @@ int main(int argc, char **argv)
                sim_locked ? (long long)sim_locked() : -1LL, secs, !bad);
         return bad ? 1 : 0;
     }
-    printf("size: %zu bytes (pinned destination %zu bytes)\n", size, uvmc_next_pow2(size));
+    printf("size: %s (pinned destination %s)\n", uvmc_bytes_text(size).s, uvmc_bytes_text(uvmc_next_pow2(size)).s);
     if (sim_calls)
         printf("cudaMemcpyAsync calls the simulated runtime received: %llu (the host engine makes none)\n",
                sim_calls("cudaMemcpyAsync") - calls0);
     printf("blocks: see the 'uvmchunk: stats' line at exit\n");
-    printf("seconds: %.3f\nGB/s: %.2f\n", secs, (double)size / secs / 1e9);
-    printf("peak host memory above the table: %ld MiB\n", extra_kib / 1024);
+    printf("seconds: %.3f\nrate: %s\n", secs, uvmc_rate_text((double)size, secs).s);
+    printf("peak host memory above the table: %s\n", uvmc_bytes_text((unsigned long long)(extra_kib > 0 ? extra_kib : 0) * 1024).s);
     printf("checksum: %016" PRIx64 " %s\n", sum, bad ? "MISMATCH" : "verified");
     if (bad)
         fprintf(stderr, "uvmchunk-demo: %zu of %zu words differ from the source\n", bad, words);

@@ -4,6 +4,8 @@
 # runtime. Without arguments: --compare (the checkpoint sequence without and with the library, side
 # by side).
 source "$(dirname "$0")/setup.sh"
+# the build is quiet (its output goes to the log) and takes about 30 s the first time
+echo "uvmchunk: building into $UVMC_BUILD (about 30 s the first time; log: $UVMC_BUILD.log)"
 uvmc_build
 export UVMCHUNK_STATS=${UVMCHUNK_STATS:-on}
 if nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "demo.h"
+#include "uvmc_units.h"
 
 struct report {
     int ran;
@@ -84,7 +85,7 @@ static void mib(char *out, size_t outsz, long long bytes)
     if (bytes < 0)
         snprintf(out, outsz, "n/a (GPU)");
     else
-        snprintf(out, outsz, "%.0f MiB", (double)bytes / (1 << 20));
+        snprintf(out, outsz, "%s", uvmc_bytes_text((unsigned long long)bytes).s);
 }
 
 int uvmc_demo_compare(const char *size_arg, size_t size)
@@ -94,21 +95,21 @@ int uvmc_demo_compare(const char *size_arg, size_t size)
     if (len <= 0)
         return 1;
     self[len] = '\0';
-    printf("comparing the checkpoint sequence of a %zu-byte managed table (pinned destination %zu bytes), "
+    printf("comparing the checkpoint sequence of a %s managed table (pinned destination %s), "
            "without and with libuvmchunk, each in its own process\n",
-           size, uvmc_next_pow2(size));
+           uvmc_bytes_text(size).s, uvmc_bytes_text(uvmc_next_pow2(size)).s);
     struct report r[2] = {run_child(self, size_arg, 0), run_child(self, size_arg, 1)};
     if (!r[0].ran || !r[1].ran)
         return 1;
     char a[32], b[32];
     printf("| %-34s | %-20s | %-20s |\n", "", "without libuvmchunk", "with libuvmchunk");
     printf("|%s|%s|%s|\n", "------------------------------------", "----------------------", "----------------------");
-    mib(a, sizeof a, (long long)r[0].extra_kib * 1024);
-    mib(b, sizeof b, (long long)r[1].extra_kib * 1024);
+    mib(a, sizeof a, r[0].extra_kib > 0 ? (long long)r[0].extra_kib * 1024 : 0);
+    mib(b, sizeof b, r[1].extra_kib > 0 ? (long long)r[1].extra_kib * 1024 : 0);
     printf("| %-34s | %-20s | %-20s |\n", "peak host memory above the table", a, b);
     mib(a, sizeof a, r[0].locked);
     mib(b, sizeof b, r[1].locked);
-    printf("| %-34s | %-20s | %-20s |\n", "page-locked bytes at peak", a, b);
+    printf("| %-34s | %-20s | %-20s |\n", "page-locked memory at peak", a, b);
     snprintf(a, sizeof a, "%.3f", r[0].seconds);
     snprintf(b, sizeof b, "%.3f", r[1].seconds);
     printf("| %-34s | %-20s | %-20s |\n", "seconds of the copy", a, b);

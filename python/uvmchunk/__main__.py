@@ -1,5 +1,6 @@
 """python -m uvmchunk: the version, the library's path and the configuration in effect (the
-library's own parser reads it: the uvmchunk-config helper next to the library)."""
+library's own parser reads it: the uvmchunk-config helper next to the library). Exit status 1 when
+the configuration has a mistake (one 'uvmchunk:' line each on stderr), as uvmchunk-run would refuse it."""
 from __future__ import annotations
 
 import argparse
@@ -12,10 +13,14 @@ from ._autoload import status
 
 
 def main(argv: list[str] | None = None) -> int:
-    argparse.ArgumentParser(prog="python -m uvmchunk",
-                            description="Prints the version, the library's path and the configuration "
-                                        "in effect (UVMCHUNK_* variables, UVMCHUNK_CONFIG), and whether "
-                                        "dcp.save / dcp.load take zero-copy views here with no code change.").parse_args(argv)
+    p = argparse.ArgumentParser(prog="python -m uvmchunk",
+                                description="Prints the version, the library's path and the configuration in "
+                                            "effect (UVMCHUNK_CONFIG or /etc/uvmchunk.conf, then UVMCHUNK_* "
+                                            "variables), and whether dcp.save / dcp.load take zero-copy views "
+                                            "here with no code change. Exit status 1 when the configuration "
+                                            "has a mistake.")
+    p.add_argument("--version", action="version", version=f"uvmchunk {__version__}")
+    p.parse_args(argv)
     print(f"uvmchunk {__version__}")
     try:
         lib = library_path()

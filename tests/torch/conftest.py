@@ -20,9 +20,30 @@ LIB_ENV = {
     "UVMCHUNK_DCP_VIEWS": "off",
 }
 TOP = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-STATS_RE = re.compile(r"uvmchunk: stats: split (\d+) copies \((\d+) bytes in (\d+) blocks")
+# The library's stats line (interpose/stats.c), singular or plural, sizes as a person reads them:
+# "uvmchunk: stats: pid 42, rank 0, local rank 0: split 1 copy (200 MiB in 13 blocks, ...); passed
+# through 0 at or above threshold, 3 below; 1 pinned request served lazily (256 MiB, 0 pinned at
+# first use)". The parenthesised parts are absent when their count is 0.
+SIZE_TEXT = r"(\d+(?:\.\d+)? (?:bytes?|[KMGTPE]iB))"
+STATS_RE = re.compile(r"uvmchunk: stats: pid \d+[^:]*: split (\d+) cop(?:y|ies)(?: \(" + SIZE_TEXT + r" in (\d+) blocks?)?")
 PASSED_RE = re.compile(r"passed through (\d+) at or above threshold, (\d+) below")
-PINNED_RE = re.compile(r"(\d+) pinned requests served lazily \((\d+) bytes, (\d+) pinned at their first use\)")
+PINNED_RE = re.compile(r"(\d+) pinned requests? served lazily(?: \(" + SIZE_TEXT + r", (\d+) pinned at first use\))?")
+_UNITS = {"byte": 1, "bytes": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40, "PiB": 1 << 50,
+          "EiB": 1 << 60}
+
+
+def size_bytes(text):
+    """'200 MiB' -> 209715200 (config/units.c prints exact sizes as integers, others to three
+    significant digits); None or '' -> 0."""
+    if not text:
+        return 0
+    number, unit = text.split()
+    return round(float(number) * _UNITS[unit])
+
+
+def _ints(m, size_group):
+    """A match's groups as ints, the size group read as a size, absent groups as 0."""
+    return tuple(size_bytes(g) if i == size_group else int(g or 0) for i, g in enumerate(m.groups()))
 
 
 def _need(var):
@@ -82,9 +103,9 @@ class Run:
         self.rc, self.out, self.err = proc.returncode, proc.stdout, proc.stderr
         import json
         self.results = [json.loads(l[7:]) for l in self.out.splitlines() if l.startswith("RESULT ")]
-        self.stats = [tuple(int(x) for x in m.groups()) for m in STATS_RE.finditer(self.err)]
-        self.passed = [tuple(int(x) for x in m.groups()) for m in PASSED_RE.finditer(self.err)]
-        self.pinned = [tuple(int(x) for x in m.groups()) for m in PINNED_RE.finditer(self.err)]
+        self.stats = [_ints(m, 1) for m in STATS_RE.finditer(self.err)]  # (copies, bytes, blocks)
+        self.passed = [_ints(m, None) for m in PASSED_RE.finditer(self.err)]  # (at or above, below)
+        self.pinned = [_ints(m, 1) for m in PINNED_RE.finditer(self.err)]  # (requests, bytes, pinned later)
 
     @property
     def result(self):

@@ -5,7 +5,9 @@
  *
  * The driver process re-executes itself once per measurement ("--child MODE ..."), each child in
  * a fresh process with LD_PRELOAD set (or not) by the driver, so peak RSS and first-call costs of
- * one measurement never leak into another. */
+ * one measurement never leak into another. Figures mean the same run after run: the instruction
+ * count is the library's own instructions only (the same on every run of one build), and timing
+ * ratios are the median of several runs, printed with their spread. */
 #include <dlfcn.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -24,7 +26,12 @@
 #include "bench.h"
 #include "procfs.h"
 #include "uvmc_config.h"
+#include "uvmc_units.h"
 #include "uvmsim.h"
+
+#ifndef UVMC_VERSION
+#error "compile with -DUVMC_VERSION=\"x.y.z\" (tools/bench/CMakeLists.txt passes the project's version)"
+#endif
 
 extern char **environ;
 
@@ -79,7 +86,8 @@ static unsigned long long blocks_now(void)
     return uvmsim_calls("cudaMemcpyAsync");
 }
 
-/* The loop callgrind measures (--toggle-collect): nothing but the calls. */
+/* The loop callgrind measures: nothing but the calls (its entry and exit delimit the measured part
+ * of the profile, --dump-before/--dump-after; the warm-up before it is not counted). */
 __attribute__((noinline, used)) void uvmc_bench_loop(void *dst, const void *src, size_t n, long calls,
                                                      cudaStream_t s)
 {
@@ -109,7 +117,11 @@ static int child_passthrough(long calls, bool lazy)
     uvmc_bench_loop(dst, src, 4096, calls, s);
     unsigned long long q = cuda_queries() - q0, c = uvmsim_calls("cudaMemcpyAsync") - c0;
     CK(cudaStreamSynchronize(s));
-    printf("passthrough calls=%ld reached=%llu queries=%llu\n", calls, c, q);
+    /* Whether the calls went through the library at all (else the count would be the runtime's). */
+    Dl_info info;
+    void *fn = dlsym(RTLD_DEFAULT, "cudaMemcpyAsync");
+    int interposed = fn && dladdr(fn, &info) && info.dli_fname && strstr(info.dli_fname, "libuvmchunk");
+    printf("passthrough calls=%ld reached=%llu queries=%llu interposed=%d\n", calls, c, q, interposed);
     return 0;
 }
 
@@ -138,8 +150,9 @@ static void fill(uint8_t *p, size_t n)
 
 static bool same(const uint8_t *a, const uint8_t *b, size_t n) { return memcmp(a, b, n) == 0; }
 
-/* above SIZE REPS: one chunked and one unchunked copy of SIZE, alternated REPS times (best time
- * of each), plus the pointer queries and blocks of one intercepted copy. */
+/* above SIZE REPS: one chunked and one unchunked copy of SIZE, alternated REPS times, one line of
+ * times per repetition (the driver takes the median of their ratios), plus the pointer queries and
+ * blocks of one intercepted copy. */
 static int child_above(size_t size, int reps)
 {
     uint8_t *src, *dst;
@@ -155,8 +168,6 @@ static int child_above(size_t size, int reps)
      * a chunked copy can reach here (glibc copies 1 GiB at once faster than in 64 MiB pieces). */
     struct uvmc_config cfg;
     uvmc_config_load(&cfg, environ, NULL, NULL);
-    double best_memcpy_whole = 1e30, best_memcpy_split = 1e30;
-    double best_chunked = 1e30, best_plain = 1e30;
     unsigned long long queries = 0, blocks = 0;
     for (int r = 0; r < reps; r++) {
         memset(dst, 0, size);
@@ -164,38 +175,33 @@ static int child_above(size_t size, int reps)
         double t0 = now_s();
         CK(cudaMemcpyAsync(dst, src, size, cudaMemcpyDeviceToHost, s));
         CK(cudaStreamSynchronize(s));
-        double t = now_s() - t0;
+        double chunked = now_s() - t0;
         queries = ptr_queries() - q0;
         blocks = blocks_now() - b0;
         if (!same(dst, src, size))
             die("verifying the chunked copy", 0);
-        best_chunked = t < best_chunked ? t : best_chunked;
 
         memset(dst, 0, size);
         t0 = now_s();
         CK(real(dst, src, size, cudaMemcpyDeviceToHost, s));
         CK(cudaStreamSynchronize(s));
-        t = now_s() - t0;
+        double plain = now_s() - t0;
         if (!same(dst, src, size))
             die("verifying the unchunked copy", 0);
-        best_plain = t < best_plain ? t : best_plain;
 
         t0 = now_s();
         memcpy(dst, src, size);
-        t = now_s() - t0;
-        best_memcpy_whole = t < best_memcpy_whole ? t : best_memcpy_whole;
+        double whole = now_s() - t0;
         t0 = now_s();
         for (size_t off = 0; off < size; off += cfg.chunk_size)
             memcpy(dst + off, src + off, size - off < cfg.chunk_size ? size - off : cfg.chunk_size);
-        t = now_s() - t0;
-        best_memcpy_split = t < best_memcpy_split ? t : best_memcpy_split;
+        double split = now_s() - t0;
+        printf("rep chunked_s=%.6f plain_s=%.6f memcpy_whole_s=%.6f memcpy_split_s=%.6f\n", chunked, plain, whole,
+               split);
     }
-    printf("above size=%zu queries=%llu blocks=%llu chunked_s=%.6f plain_s=%.6f memcpy_whole_s=%.6f "
-           "memcpy_split_s=%.6f\n",
-           size, queries, blocks, best_chunked, best_plain, best_memcpy_whole, best_memcpy_split);
+    printf("above size=%zu queries=%llu blocks=%llu\n", size, queries, blocks);
     return 0;
 }
-
 
 /* scale SIZE: source and destination resident first; then one intercepted copy: the peak RSS
  * above the resident set just before it, and its time. */
@@ -289,7 +295,16 @@ int uvmc_bench_run_child(char *const argv[], const char *lib, char *const extra_
 
 static char *const tiny_env[] = {"UVMCHUNK_THRESHOLD=1MiB", "UVMCHUNK_CHUNK_SIZE=256KiB", NULL};
 
-/* Total instructions callgrind counted inside uvmc_bench_loop; -1 when unavailable. */
+/* Instructions the calling thread ran inside libuvmchunk's cudaMemcpyAsync during the measured
+ * loop, the real (simulated) runtime's own call excluded; -1 when unavailable. callgrind's
+ * --toggle-collect flips collection on entering and leaving every function of that name: on at
+ * the library's wrapper, off again inside the runtime's function it forwards to, on when that
+ * returns. So the count holds the library's instructions and nothing else: the runtime's enqueue
+ * (malloc, a mutex, a condition variable shared with its stream thread) costs a different number
+ * of instructions from run to run, by millions over 100,000 calls, and no longer enters the
+ * figure. --dump-before/--dump-after on uvmc_bench_loop cut the profile at the loop, so the
+ * warm-up (first call, the library's initialisation) is a part of its own. Other threads start
+ * with collection off and never toggle it (the stream's worker never calls cudaMemcpyAsync). */
 static long long callgrind_ir(const char *lib, long calls, bool lazy, unsigned long long *queries,
                               unsigned long long *reached)
 {
@@ -298,32 +313,52 @@ static long long callgrind_ir(const char *lib, long calls, bool lazy, unsigned l
     snprintf(calls_s, sizeof calls_s, "%ld", calls);
     char out_opt[96];
     snprintf(out_opt, sizeof out_opt, "--callgrind-out-file=%s", out_file);
-    char *argv[] = {"valgrind", "--tool=callgrind", "--toggle-collect=uvmc_bench_loop", out_opt,
-                    "--quiet", (char *)uvmc_bench_self, "--child", "passthrough", calls_s,
-                    lazy ? "lazy" : NULL, NULL};
+    char *argv[] = {"valgrind", "--tool=callgrind", "--toggle-collect=cudaMemcpyAsync",
+                    "--dump-before=uvmc_bench_loop", "--dump-after=uvmc_bench_loop", out_opt, "--quiet",
+                    (char *)uvmc_bench_self, "--child", "passthrough", calls_s, lazy ? "lazy" : NULL, NULL};
     char *plain[] = {(char *)uvmc_bench_self, "--child", "passthrough", calls_s, lazy ? "lazy" : NULL, NULL};
     int rc = uvmc_bench_run_child(tiny ? plain : argv, lib, NULL, buf, sizeof buf);
-    if (rc != 0)
+    int interposed = 0;
+    if (rc != 0 || sscanf(buf, "passthrough calls=%*d reached=%llu queries=%llu interposed=%d", reached, queries,
+                          &interposed) != 3)
         return -1;
-    if (sscanf(buf, "passthrough calls=%*d reached=%llu queries=%llu", reached, queries) != 2)
+    if (!interposed) {
+        fprintf(stderr, "uvmchunk-bench: cudaMemcpyAsync did not resolve to %s in the child\n", lib);
         return -1;
+    }
     if (tiny)
         return 0;
-    FILE *f = fopen(out_file, "r");
+    /* The part dumped when the loop returned; every part file is removed. */
     long long ir = -1;
-    char line[512];
-    while (f && fgets(line, sizeof line, f))
-        if (!strncmp(line, "totals:", 7) || !strncmp(line, "summary:", 8))
-            ir = strtoll(strchr(line, ':') + 1, NULL, 10);
-    if (f)
+    for (int part = 0; part <= 8; part++) {
+        char name[96], line[512];
+        if (part)
+            snprintf(name, sizeof name, "%s.%d", out_file, part);
+        else
+            snprintf(name, sizeof name, "%s", out_file);
+        FILE *f = fopen(name, "r");
+        if (!f)
+            continue;
+        bool loop = false;
+        long long total = -1;
+        while (fgets(line, sizeof line, f)) {
+            static const char trigger[] = "desc: Trigger: --dump-after=uvmc_bench_loop";
+            if (!strncmp(line, trigger, sizeof trigger - 1))
+                loop = true;
+            if (!strncmp(line, "totals:", 7) || !strncmp(line, "summary:", 8))
+                total = strtoll(strchr(line, ':') + 1, NULL, 10);
+        }
         fclose(f);
-    unlink(out_file);
+        unlink(name);
+        if (loop)
+            ir = total;
+    }
     return ir;
 }
 
 static void row(const char *metric, const char *value, const char *target, const char *verdict)
 {
-    printf("| %-44s | %-38s | %-14s | %-4s |\n", metric, value, target, verdict);
+    printf("| %-44s | %-42s | %-14s | %-5s |\n", metric, value, target, verdict);
 }
 
 static bool have_valgrind(void)
@@ -336,35 +371,87 @@ static long mem_available_mib(void)
     return uvmc_proc_kib("/proc/meminfo", "MemAvailable") / 1024;
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Median, smallest and largest of v[0..n) (sorts v). */
+void uvmc_bench_spread(double *v, int n, double *median, double *lo, double *hi)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    *median = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+    *lo = v[0];
+    *hi = v[n - 1];
+}
+
+/* A timing figure against a lower bound: met when even its smallest run meets it, not met when
+ * even its largest misses it, and "noise" when the runs fall on both sides. Timing figures get a
+ * verdict line of their own: on a shared machine they move with its load, while the counts and
+ * memory bounds are the same on every run of one build, and so is their verdict. */
+static const char *timing_verdict(double lo, double hi, double target, int *slow, int *noisy)
+{
+    if (lo >= target)
+        return "yes";
+    if (hi < target) {
+        (*slow)++;
+        return "NO";
+    }
+    (*noisy)++;
+    return "noise";
+}
+
+/* `instructions [CALLS]`: the pass-through figure alone, one line (tests/hardening runs it twice and
+ * wants the same line). */
+static int instructions_only(long calls)
+{
+    if (!have_valgrind()) {
+        printf("SKIP: valgrind is not installed\n");
+        return 0;
+    }
+    unsigned long long q, reached;
+    long long plain = callgrind_ir(lib_path, calls, false, &q, &reached);
+    long long lazy = callgrind_ir(lib_path, calls, true, &q, &reached);
+    if (plain < 0 || lazy < 0) {
+        fprintf(stderr, "uvmchunk-bench: the callgrind measurement failed\n");
+        return 1;
+    }
+    printf("added instructions per call: %.2f; with a lazy buffer alive: %.2f (%ld calls)\n",
+           (double)plain / (double)calls, (double)lazy / (double)calls, calls);
+    return 0;
+}
+
+#define ABOVE_REPS 5
+
 static int driver(void)
 {
-    char v[96], buf[4096];
-    int bad = 0;
-    printf("uvmchunk-bench: simulated CUDA runtime, library %s%s\n", lib_path, tiny ? " (tiny mode)" : "");
-    printf("| %-44s | %-38s | %-14s | %-4s |\n", "metric", "value", "target", "met");
+    char v[96], buf[8192];
+    int bad = 0, slow = 0, noisy = 0, timed = 0; /* bad: counts and memory; the rest: timing */
+    printf("uvmchunk-bench %s: simulated CUDA runtime, library %s%s\n", UVMC_VERSION, lib_path,
+           tiny ? " (tiny mode)" : "");
+    printf("| %-44s | %-42s | %-14s | %-5s |\n", "metric", "value", "target", "met");
     printf("|%s|%s|%s|%s|\n", "----------------------------------------------",
-           "----------------------------------------", "----------------", "------");
+           "--------------------------------------------", "----------------", "-------");
 
     /* (a) pass-through cost */
     long calls = tiny ? 1000 : 100000;
     if (tiny || have_valgrind()) {
-        unsigned long long q_with = 0, q_without = 0, reach_with = 0, reach_without = 0;
-        unsigned long long q_lazy = 0, reach_lazy = 0;
+        unsigned long long q_with = 0, reach_with = 0, q_lazy = 0, reach_lazy = 0;
         long long with = callgrind_ir(lib_path, calls, false, &q_with, &reach_with);
         long long with_lazy = callgrind_ir(lib_path, calls, true, &q_lazy, &reach_lazy);
-        long long without = callgrind_ir(NULL, calls, false, &q_without, &reach_without);
-        if (with < 0 || with_lazy < 0 || without < 0) {
+        if (with < 0 || with_lazy < 0) {
             row("pass-through: added instructions per call", "measurement failed", "<= 50", "NO");
             bad++;
         } else if (tiny) {
             row("pass-through: added instructions per call", "(not measured in tiny mode)", "<= 50", "-");
         } else {
-            double per = (double)(with - without) / (double)calls;
-            snprintf(v, sizeof v, "%.1f (%lld - %lld Ir)/%ld", per, with, without, calls);
+            double per = (double)with / (double)calls;
+            snprintf(v, sizeof v, "%.1f (%lld Ir / %ld calls)", per, with, calls);
             row("pass-through: added instructions per call", v, "<= 50", per <= 50 ? "yes" : "NO");
             bad += per > 50;
-            per = (double)(with_lazy - without) / (double)calls;
-            snprintf(v, sizeof v, "%.1f (%lld - %lld Ir)/%ld", per, with_lazy, without, calls);
+            per = (double)with_lazy / (double)calls;
+            snprintf(v, sizeof v, "%.1f (%lld Ir / %ld calls)", per, with_lazy, calls);
             row("  the same with a lazy buffer alive", v, "<= 50", per <= 50 ? "yes" : "NO");
             bad += per > 50;
         }
@@ -376,37 +463,57 @@ static int driver(void)
         row("pass-through: added instructions per call", "valgrind not installed", "<= 50", "-");
     }
 
-    /* (b) above threshold, default config */
+    /* (b) above threshold, default config: ABOVE_REPS alternations, medians of the ratios */
     size_t size_b = tiny ? 4 * MIB : 1 * GIB;
+    int reps = tiny ? 1 : ABOVE_REPS;
     char size_s[32], reps_s[16];
     snprintf(size_s, sizeof size_s, "%zu", size_b);
-    snprintf(reps_s, sizeof reps_s, "%d", tiny ? 1 : 3);
+    snprintf(reps_s, sizeof reps_s, "%d", reps);
     char *argv_b[] = {(char *)uvmc_bench_self, "--child", "above", size_s, reps_s, NULL};
     unsigned long long queries = 0, blocks = 0;
-    double chunked = 0, plain = 0, mc_whole = 0, mc_split = 0;
-    if (uvmc_bench_run_child(argv_b, lib_path, tiny ? tiny_env : NULL, buf, sizeof buf) == 0 &&
-        sscanf(buf, "above size=%*u queries=%llu blocks=%llu chunked_s=%lf plain_s=%lf memcpy_whole_s=%lf "
-                    "memcpy_split_s=%lf",
-               &queries, &blocks, &chunked, &plain, &mc_whole, &mc_split) == 6) {
-        /* source first and last byte (no range attributes for managed memory, BRIEF §8), then the
-         * destination; 2 where the range attributes answer */
+    double ratio[ABOVE_REPS], ceiling[ABOVE_REPS], relative[ABOVE_REPS], gbps_c[ABOVE_REPS], gbps_p[ABOVE_REPS];
+    int got = 0;
+    if (uvmc_bench_run_child(argv_b, lib_path, tiny ? tiny_env : NULL, buf, sizeof buf) == 0) {
+        for (const char *p = buf; p && *p && got < reps; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
+            double c, pl, whole, split;
+            if (sscanf(p, "rep chunked_s=%lf plain_s=%lf memcpy_whole_s=%lf memcpy_split_s=%lf", &c, &pl, &whole,
+                       &split) == 4 && c > 0 && pl > 0 && split > 0) {
+                ratio[got] = pl / c;
+                ceiling[got] = whole / split;
+                relative[got] = ratio[got] / ceiling[got];
+                gbps_c[got] = (double)size_b / c / 1e9;
+                gbps_p[got] = (double)size_b / pl / 1e9;
+                got++;
+            }
+        }
+        const char *tail = strstr(buf, "above size=");
+        if (!tail || sscanf(tail, "above size=%*u queries=%llu blocks=%llu", &queries, &blocks) != 2)
+            got = 0;
+    }
+    if (got == reps) {
+        /* source first and last byte (the range attributes do not answer for managed memory:
+         * tests/sim/README.md), then the destination; 2 where the range attributes answer */
         snprintf(v, sizeof v, "%llu (%llu copy calls)", queries, blocks);
         row("above threshold: pointer queries per copy", v, "<= 3", queries <= 3 ? "yes" : "NO");
         bad += queries > 3;
-        double ratio = plain / chunked;
-        snprintf(v, sizeof v, "%.3f (%.2f vs %.2f GB/s)", ratio, (double)size_b / chunked / 1e9,
-                 (double)size_b / plain / 1e9);
-        char metric[64];
-        snprintf(metric, sizeof metric, "chunked/unchunked throughput at %zu MiB", size_b / MIB);
-        row(metric, v, ">= 0.9", tiny ? "-" : ratio >= 0.9 ? "yes" : "NO");
-        bad += !tiny && ratio < 0.9;
+        double med, lo, hi, mc, mp, x, y;
+        uvmc_bench_spread(gbps_c, got, &mc, &x, &y);
+        uvmc_bench_spread(gbps_p, got, &mp, &x, &y);
+        uvmc_bench_spread(ratio, got, &med, &lo, &hi);
+        snprintf(v, sizeof v, "%.2f (runs %.2f-%.2f; %.2f vs %.2f GB/s)", med, lo, hi, mc, mp);
+        char metric[96];
+        snprintf(metric, sizeof metric, "chunked/unchunked throughput at %s", uvmc_bytes_text(size_b).s);
+        row(metric, v, ">= 0.9", tiny ? "-" : timing_verdict(lo, hi, 0.9, &slow, &noisy));
+        timed += !tiny;
         /* What splitting itself costs on this machine's memcpy, and the library measured against it. */
-        double ceiling = mc_whole / mc_split;
-        snprintf(v, sizeof v, "%.3f", ceiling);
+        uvmc_bench_spread(ceiling, got, &med, &lo, &hi);
+        snprintf(v, sizeof v, "%.2f (runs %.2f-%.2f)", med, lo, hi);
         row("  same split with host memcpy (sim ceiling)", v, "", "-");
-        snprintf(v, sizeof v, "%.3f", ratio / ceiling);
+        uvmc_bench_spread(relative, got, &med, &lo, &hi);
+        snprintf(v, sizeof v, "%.2f (runs %.2f-%.2f)", med, lo, hi);
         row("  chunked/unchunked relative to that ceiling", v, ">= 0.9",
-            tiny ? "-" : ratio / ceiling >= 0.9 ? "yes" : "NO");
+            tiny ? "-" : timing_verdict(lo, hi, 0.9, &slow, &noisy));
+        timed += !tiny;
     } else {
         row("above threshold", "measurement failed", "", "NO");
         bad++;
@@ -418,12 +525,12 @@ static int driver(void)
     size_t sizes_tiny[] = {2 * MIB, 8 * MIB};
     size_t *sizes = tiny ? sizes_tiny : sizes_full;
     size_t nsizes = tiny ? 2 : sizeof sizes_full / sizeof *sizes_full;
-    size_t bound_kib = tiny ? 2 * 256 : 4 * 64 * 1024; /* depth x chunk_size, KiB */
+    size_t bound = (tiny ? 2 * 256 * 1024 : 4 * 64 * MIB); /* depth x chunk_size */
     double base_ns_per_byte = 0;
     for (size_t k = 0; k < nsizes; k++) {
         size_t sz = sizes[k];
-        char metric[64];
-        snprintf(metric, sizeof metric, "scaling %5zu MiB: extra peak RSS, time", sz / MIB);
+        char metric[96];
+        snprintf(metric, sizeof metric, "scaling %7s: extra peak RSS, time", uvmc_bytes_text(sz).s);
         if (avail > 0 && (long)(2 * sz / MIB) > avail * 2 / 3) {
             row(metric, "skipped (does not fit in RAM)", "", "-");
             continue;
@@ -442,16 +549,24 @@ static int driver(void)
         double ns_per_byte = secs * 1e9 / (double)sz;
         if (base_ns_per_byte == 0)
             base_ns_per_byte = ns_per_byte;
-        snprintf(v, sizeof v, "%ld KiB, %.3f s (x%.2f/B), %llu calls", extra, secs, ns_per_byte / base_ns_per_byte, nb);
-        char target[32];
-        snprintf(target, sizeof target, "<= %zu KiB", bound_kib);
-        bool ok = extra >= 0 && (size_t)extra <= bound_kib;
+        snprintf(v, sizeof v, "%s, %.3f s (x%.2f/B), %llu %s", extra >= 0 ? uvmc_bytes_text((unsigned long long)extra * 1024).s : "?",
+                 secs, ns_per_byte / base_ns_per_byte, nb, uvmc_plural(nb, "call", "calls"));
+        char target[48];
+        snprintf(target, sizeof target, "<= %s", uvmc_bytes_text(bound).s);
+        bool ok = extra >= 0 && (size_t)extra * 1024 <= bound;
         row(metric, v, target, ok ? "yes" : "NO");
         bad += !ok;
     }
-    printf("time column: seconds for one copy (x = time per byte relative to the smallest size; linear "
-           "time keeps it near 1); calls: copies that reached the runtime (the host engine makes none)\n");
-    printf("uvmchunk-bench: %s\n", bad ? "some targets not met" : "every target met");
+    if (!tiny)
+        printf("added instructions: callgrind's count of what runs inside libuvmchunk's cudaMemcpyAsync, the "
+               "runtime's own call excluded (the same on every run of one build).\n");
+    printf("throughput: median of %d runs (runs: smallest-largest). time column: seconds for one copy (x = time per "
+           "byte relative to the smallest size; linear time keeps it near 1); calls: copies that reached the "
+           "runtime (the host engine makes none)\n", reps);
+    printf("uvmchunk-bench: counts and memory: %s\n", bad ? "some targets not met" : "every target met");
+    if (timed)
+        printf("uvmchunk-bench: timing (medians of %d runs; they move with the machine's load): %d of %d met, "
+               "%d below target in every run, %d on both sides\n", reps, timed - slow - noisy, timed, slow, noisy);
     return 0; /* figures, never a verdict on timings */
 }
 
@@ -476,15 +591,24 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--lib") && i + 1 < argc)
             lib_path = argv[++i];
         else if (!strcmp(argv[i], "overhead") || !strcmp(argv[i], "memory") || !strcmp(argv[i], "throughput") ||
-                 !strcmp(argv[i], "all"))
+                 !strcmp(argv[i], "instructions") || !strcmp(argv[i], "all"))
             mode = argv[i];
         else if (argv[i][0] >= '1' && argv[i][0] <= '9')
             mib = strtoull(argv[i], NULL, 10);
-        else {
-            fprintf(stderr, "usage: uvmchunk-bench [overhead|memory|throughput|all] [MiB] [--tiny] [--lib libuvmchunk.so]\n"
-                            "  memory: peak RSS without/with the library over the checkpoint sequence (default 2112 MiB table)\n"
-                            "  throughput: host engine vs one unchunked copy (default 1024 MiB)\n");
-            return 2;
+        else if (!strcmp(argv[i], "--version")) {
+            printf("uvmchunk-bench %s\n", UVMC_VERSION);
+            return 0;
+        } else {
+            bool help = !strcmp(argv[i], "--help") || !strcmp(argv[i], "-h");
+            fputs("usage: uvmchunk-bench [overhead|memory|throughput|all] [MiB] [--tiny] [--lib libuvmchunk.so]\n"
+                  "  overhead (default): instructions the library adds per below-threshold call (callgrind), pointer\n"
+                  "    queries, chunked/unchunked throughput (median of 5), extra memory from 64 MiB to 4 GiB\n"
+                  "  memory: peak RSS without/with the library over the checkpoint sequence (default 2112 MiB table)\n"
+                  "  throughput: host engine vs one unchunked copy (default 1024 MiB; median of 5)\n"
+                  "  instructions [CALLS]: only the added instructions per call (default 100000 calls)\n"
+                  "  --help, --version\n",
+                  help ? stdout : stderr);
+            return help ? 0 : 2;
         }
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -496,5 +620,7 @@ int main(int argc, char **argv)
         rc |= uvmc_bench_memory(lib_path, (mib ? mib : 2112) * MIB);
     if (all || !strcmp(mode, "throughput"))
         rc |= uvmc_bench_throughput(lib_path, (mib ? mib : 1024) * MIB);
+    if (!strcmp(mode, "instructions"))
+        rc |= instructions_only(mib ? (long)mib : 100000);
     return rc;
 }

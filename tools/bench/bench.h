@@ -12,6 +12,9 @@ extern const char *uvmc_bench_self;
  * extra_env ("NAME=value") added, stdout captured into out (outsz bytes). Returns the exit status. */
 int uvmc_bench_run_child(char *const argv[], const char *lib, char *const extra_env[], char *out, size_t outsz);
 
+/* Median, smallest and largest of v[0..n) (sorts v): timing figures are medians of several runs. */
+void uvmc_bench_spread(double *v, int n, double *median, double *lo, double *hi);
+
 /* Children: one checkpoint sequence (sizes 1:7:33 of a `table`-byte managed table), one copy. */
 /* FBGEMM's advice on its tables (BRIEF §1): preferred location CPU, accessed by the GPU. */
 void uvmc_bench_fbgemm_advice(void *p, size_t n);

@@ -14,6 +14,7 @@
 
 #include "bench.h"
 #include "procfs.h"
+#include "uvmc_units.h"
 
 #define MIB ((size_t)1 << 20)
 
@@ -137,6 +138,12 @@ static char *run_child(const char *lib, const char *mode, size_t size, char *con
     return NULL;
 }
 
+/* KiB as read from /proc, as a person reads it; a negative difference (memory returned) as 0. */
+static struct uvmc_text kib_text(long kib)
+{
+    return uvmc_bytes_text(kib > 0 ? (unsigned long long)kib * 1024 : 0);
+}
+
 static int parse_steps(const char *out, size_t n[10], long peak[10], long after[10])
 {
     int k, got = 0;
@@ -161,18 +168,19 @@ int uvmc_bench_memory(const char *lib, size_t table)
     if (!without || !with || parse_steps(without, n, pk0, af0) != 10 || parse_steps(with, n, pk1, af1) != 10)
         return 1;
     size_t bound_extra = 4 * 64 * MIB + 16 * MIB; /* depth x chunk_size + 16 MiB at the defaults */
-    printf("memory: managed table %zu MiB (simulated runtime; pinned allocations commit every page)\n",
-           table / MIB);
-    printf("%-4s %12s %12s %14s %14s %7s %12s %12s %s\n", "step", "copy MiB", "pinned MiB", "peak without",
-           "peak with", "ratio", "after free", "bound MiB", "");
+    printf("memory: managed table %s (simulated runtime; pinned allocations commit every page)\n",
+           uvmc_bytes_text(table).s);
+    printf("%-4s %12s %12s %14s %14s %7s %12s %12s %s\n", "step", "copy", "pinned", "peak without",
+           "peak with", "ratio", "after free", "bound", "");
     int ok = 1;
     for (int k = 0; k < 10; k++) {
         double ratio = pk1[k] > 0 ? (double)pk0[k] / (double)pk1[k] : 0;
         long bound = (long)((n[k] + bound_extra) >> 10);
         int met = pk1[k] <= bound && af1[k] < 16 * 1024;
         ok &= met;
-        printf("%-4d %12zu %12zu %11ld Mi %11ld Mi %6.2fx %9ld Mi %12ld %s\n", k, n[k] / MIB, next_pow2(n[k]) / MIB,
-               pk0[k] >> 10, pk1[k] >> 10, ratio, af1[k] >> 10, bound >> 10, met ? "within bound" : "OVER BOUND");
+        printf("%-4d %12s %12s %14s %14s %6.2fx %12s %12s %s\n", k, uvmc_bytes_text(n[k]).s,
+               uvmc_bytes_text(next_pow2(n[k])).s, kib_text(pk0[k]).s, kib_text(pk1[k]).s, ratio, kib_text(af1[k]).s,
+               kib_text(bound).s, met ? "within bound" : "OVER BOUND");
     }
     printf("memory: largest copy peak ratio without/with = %.2fx (target >= 1.4x); bounds %s\n",
            pk1[9] > 0 ? (double)pk0[9] / (double)pk1[9] : 0.0, ok ? "met" : "NOT met");
@@ -192,19 +200,41 @@ static double child_seconds(const char *lib, size_t n, char *const *env)
     return s;
 }
 
+#define THROUGHPUT_RUNS 5
+
+/* Each round runs the unchunked copy and every host-engine setting once, in fresh processes; a
+ * ratio is taken within a round (the same moment's machine load) and the median over the rounds
+ * is printed with its spread, so one disturbed run moves neither the figure nor its meaning. */
 int uvmc_bench_throughput(const char *lib, size_t n)
 {
-    double unchunked = child_seconds(NULL, n, NULL);
-    printf("throughput: %zu MiB managed -> pageable, simulated runtime\n", n / MIB);
-    printf("%-34s %10s %9s %7s\n", "path", "seconds", "GB/s", "ratio");
-    printf("%-34s %10.4f %9.2f %7s\n", "one unchunked copy (no library)", unchunked, (double)n / unchunked / 1e9, "1.00");
     static char *const threads[] = {"UVMCHUNK_COPY_THREADS=1", "UVMCHUNK_COPY_THREADS=2", "UVMCHUNK_COPY_THREADS=4"};
-    for (int i = 0; i < 3; i++) {
-        char *const env[] = {"UVMCHUNK_ENGINE=host", threads[i], NULL};
-        double s = child_seconds(lib, n, env);
-        char label[64];
-        snprintf(label, sizeof label, "host engine, %s", threads[i] + strlen("UVMCHUNK_"));
-        printf("%-34s %10.4f %9.2f %6.2fx\n", label, s, (double)n / s / 1e9, unchunked / s);
+    double plain[THROUGHPUT_RUNS], host[3][THROUGHPUT_RUNS], ratio[3][THROUGHPUT_RUNS];
+    for (int r = 0; r < THROUGHPUT_RUNS; r++) {
+        plain[r] = child_seconds(NULL, n, NULL);
+        if (plain[r] <= 0)
+            return 1;
+        for (int i = 0; i < 3; i++) {
+            char *const env[] = {"UVMCHUNK_ENGINE=host", threads[i], NULL};
+            host[i][r] = child_seconds(lib, n, env);
+            if (host[i][r] <= 0)
+                return 1;
+            ratio[i][r] = plain[r] / host[i][r];
+        }
     }
-    return unchunked > 0 ? 0 : 1;
+    printf("throughput: %s managed -> pageable, simulated runtime; median of %d runs (runs: smallest-largest)\n",
+           uvmc_bytes_text(n).s, THROUGHPUT_RUNS);
+    printf("%-34s %10s %10s %18s\n", "path", "seconds", "rate", "ratio");
+    double med, lo, hi;
+    uvmc_bench_spread(plain, THROUGHPUT_RUNS, &med, &lo, &hi);
+    printf("%-34s %10.4f %10s %18s\n", "one unchunked copy (no library)", med, uvmc_rate_text((double)n, med).s, "1");
+    for (int i = 0; i < 3; i++) {
+        char label[64], r[48];
+        snprintf(label, sizeof label, "host engine, %s", threads[i] + strlen("UVMCHUNK_"));
+        double secs, x, y;
+        uvmc_bench_spread(host[i], THROUGHPUT_RUNS, &secs, &x, &y);
+        uvmc_bench_spread(ratio[i], THROUGHPUT_RUNS, &med, &lo, &hi);
+        snprintf(r, sizeof r, "%.2fx (%.2f-%.2f)", med, lo, hi);
+        printf("%-34s %10.4f %10s %18s\n", label, secs, uvmc_rate_text((double)n, secs).s, r);
+    }
+    return 0;
 }

@@ -6,5 +6,6 @@
 # Figures only; no GPU needed.
 source "$(dirname "$0")/../setup.sh"
 command -v valgrind >/dev/null 2>&1 || echo "uvmchunk-bench: valgrind is not installed; the pass-through cost row is skipped"
+echo "uvmchunk: building into $UVMC_BUILD (about 30 s the first time; log: $UVMC_BUILD.log)"
 uvmc_build
 exec "$UVMC_BUILD/uvmchunk-bench" "$@"
