@@ -147,6 +147,16 @@ def host_pinned_peak():
     return None
 
 
+def views_taken(what, planner):
+    """Zero-copy views of this process's save or load: the explicit planner's count, else the
+    automatic path's (uvmchunk.dcp, imported by the package's hook when it is active), else 0."""
+    views = getattr(getattr(planner, "zero_copy", None), "views", None)
+    if views is not None:
+        return views
+    auto = sys.modules.get("uvmchunk.dcp")
+    return auto.views_taken()[what] if auto is not None and hasattr(auto, "views_taken") else 0
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--size", type=int, required=True, help="managed table bytes per rank (multiple of 1 KiB)")
@@ -215,7 +225,8 @@ def main():
         out["save_s"] = time.monotonic() - t0
         out["save_extra"] = proc_status("VmHWM") - rss_start if peak_reset else None
         out["rss_after_save"] = proc_status("VmRSS")
-        out["save_views"] = getattr(getattr(save_kw.get("planner"), "zero_copy", None), "views", 0)
+        out["held_after_save"] = out["rss_after_save"] - rss_start  # what the save left behind
+        out["save_views"] = views_taken("save", save_kw.get("planner"))
         dist.barrier()
 
         # fresh tensors while the saved ones are still alive: the pool cannot hand the same memory
@@ -226,7 +237,7 @@ def main():
         dcp.load(fresh, checkpoint_id=ckpt, **load_kw)
         torch.cuda.synchronize()
         out["load_s"] = time.monotonic() - t0
-        out["load_views"] = getattr(getattr(load_kw.get("planner"), "zero_copy", None), "views", 0)
+        out["load_views"] = views_taken("load", load_kw.get("planner"))
         out["equal"] = {k: verify(t, fillers[seed]) for k, (t, seed) in made.items()}
         out["ok"] = all(out["equal"].values())
         del made, fresh, state

@@ -105,6 +105,11 @@ def stats_of(err):
     return split + pinned
 
 
+def signed_size(n):
+    """A size difference: '+1.50 MiB', '-63 MiB', '0 bytes'."""
+    return ("-" if n < 0 else "+" if n > 0 else "") + size_text(abs(n))
+
+
 def per_rank(values, fmt=str):
     return ",".join("-" if v is None else fmt(v) for v in values) or "-"
 
@@ -133,7 +138,7 @@ def job_row(size, mode, rc, log, folder, note, backend, spec):
             why.append(f"rank {r}: {res['error'][:80]}")
         elif not res.get("ok"):
             why.append(f"rank {r}: reload differs {res.get('equal')}")
-    if spec.get("launch") == "preload":
+    if spec.get("launch", "").startswith("preload"):
         if not all(res.get("preloaded") for res in results.values()):
             why.append("library not mapped in every rank")
     elif stats:
@@ -156,6 +161,7 @@ def job_row(size, mode, rc, log, folder, note, backend, spec):
     extras = [x.get("save_extra") for x in res]
     row["extra"] = per_rank(extras, size_text)
     row["extra_max"] = max(extras) if extras and None not in extras else None
+    row["held"] = per_rank([x.get("held_after_save") for x in res], signed_size)
     asked = [x.get("pinned_asked_peak") for x in res if x.get("pinned_asked_peak") is not None]
     row["pinned_asked"] = size_text(max(asked)) if asked else "-"
     if backend == "sim":
@@ -252,6 +258,7 @@ def main():
     print(table(jobs, [("size", "SIZE/rank"), ("mode", "mode"), ("ok", "success"), ("save_s", "save s"),
                        ("gbps", "GB/s"), ("load_s", "load s"), ("rss", "peak RSS r0,r1"),
                        ("extra", "extra over the start r0,r1"), ("saved", f"saved vs stock ({baseline})"),
+                       ("held", "held after the save r0,r1"),
                        ("pinned_asked", "pinned asked"), ("pinned_locked", "pinned locked"),
                        ("pageable", "served lazily r0,r1"), ("split", "split copies/bytes r0,r1"),
                        ("views", "zero-copy views r0,r1"), ("preload", "preloaded r0,r1")]))
@@ -259,7 +266,8 @@ def main():
     for name in dict.fromkeys(r["mode"] for r in jobs):
         print(f"  {name}: {modes.get(name, {}).get('legend') or '(not in modes.txt)'}")
     print("peak RSS: the whole process (PyTorch, the table, the save). extra over the start: the save's own "
-          "peak above the memory held just before it. saved vs stock: the largest rank's extra, "
+          "peak above the memory held just before it. held after the save: resident memory once dcp.save returned, minus "
+          "just before it. saved vs stock: the largest rank's extra, "
           f"{baseline} minus this mode. GB/s: bytes per rank / save seconds, slowest rank. pinned asked: peak of "
           "PyTorch's host allocator (largest rank). pinned locked: " +
           ("the simulator's measured page-locked peak." if a.backend == "sim" else

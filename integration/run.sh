@@ -215,10 +215,23 @@ for size in "${sizes[@]}"; do
         rm -rf "$logs" "$out/$tag.ckpt"
         cmd=("$py" -m torch.distributed.run --standalone --nproc_per_node=2 --log-dir "$logs" --redirects 3
              "$here/checkpoint_job.py" --size "$n" --chunk "$chunk" --dir "$out/$tag.ckpt" --mode "${mode_job[$mode]}")
-        if [ "${mode_launch[$mode]}" = preload ]; then cmd=("$build/uvmchunk-run" -- "${cmd[@]}"); fi
+        views_env=()
+        case ${mode_launch[$mode]} in
+        preload-copy) cmd=("$build/uvmchunk-run" -- "${cmd[@]}"); views_env=(UVMCHUNK_DCP_VIEWS=off) ;;
+        preload)
+            cmd=("$build/uvmchunk-run" -- "${cmd[@]}")
+            # the views need the uvmchunk package in the job's Python: python -m uvmchunk says whether
+            views=$(env "${job_env[@]}" "${lib_env[@]}" "$build/uvmchunk-run" -- "$py" -m uvmchunk 2>/dev/null |
+                    sed -n 's/^zero-copy DCP views with no code change: //p')
+            if [ "${views#active}" = "$views" ]; then
+                why=${views#not active in this Python }
+                record job "$n" "$mode" - - - "not run: no automatic views ${why:-(the uvmchunk package is not installed in $py)}; bash tools/setup.sh torch installs it"
+                continue
+            fi ;;
+        esac
         echo "running: $tag (limit ${limit}s; ${scaled[*]})"
         rc=0
-        env "${job_env[@]}" "${lib_env[@]}" "${scaled[@]}" timeout -k 10 "$limit" "${cmd[@]}" >"$out/$tag.log" 2>&1 || rc=$?
+        env "${job_env[@]}" "${lib_env[@]}" "${scaled[@]}" "${views_env[@]}" timeout -k 10 "$limit" "${cmd[@]}" >"$out/$tag.log" 2>&1 || rc=$?
         rm -rf "$out/$tag.ckpt"
         record job "$n" "$mode" "$rc" "$out/$tag.log" "$logs" ""
     done
