@@ -89,16 +89,29 @@ static bool uvmc_concurrent_managed_access(CUdevice dev)
     return k == 2;
 }
 
-/* The host engine waits for the caller's stream before it reads: legal for a call that returns
- * after landing anyway (synchronous, or into pageable memory), and for an asynchronous one only
- * when nothing is queued ahead of it (else the stream might wait for something the caller does
- * after the call returns). The legacy stream is never queried: that is a potentially unsafe call
- * while another thread captures (BRIEF §7). */
+/* Nothing queued on the stream now, and nothing will make its next operation wait: a stream
+ * created non-blocking (cuStreamGetFlags) and idle. A blocking stream (and the per-thread stream)
+ * that is idle still waits for earlier legacy-stream work, and the legacy stream for every blocking
+ * stream (CUDA Runtime API, "stream synchronization behavior"): the caller may release that work
+ * only after the call returns. The legacy and per-thread handles are never queried. */
+static bool uvmc_stream_independent_and_idle(const struct uvmc_copy *c)
+{
+    unsigned int flags = 0;
+    if (c->hstream == CU_STREAM_LEGACY || c->hstream == CU_STREAM_PER_THREAD || !uvmc_drv.cuStreamGetFlags ||
+        uvmc_drv.cuStreamGetFlags(c->hstream, &flags) != CUDA_SUCCESS || !(flags & CU_STREAM_NON_BLOCKING))
+        return false;
+    return uvmc_drv.cuStreamQuery(c->hstream) == CUDA_SUCCESS;
+}
+
+/* The host engine and the staged path wait for the caller's stream before they read: legal for a
+ * call that returns after landing anyway (synchronous, or into pageable memory, where the real
+ * call may wait too), and for an asynchronous one into pinned memory only when the wait can be
+ * for nothing but the library's own operations. */
 static bool uvmc_may_wait(const struct uvmc_copy *c)
 {
     if (c->sync || !c->dst_pinned)
         return true;
-    return c->hstream != CU_STREAM_LEGACY && uvmc_drv.cuStreamQuery(c->hstream) == CUDA_SUCCESS;
+    return uvmc_stream_independent_and_idle(c);
 }
 
 static const char *const uvmc_mode_names[] = {"queue", "direct", "staged", "host"};

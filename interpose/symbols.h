@@ -130,6 +130,7 @@
     X(cuMemPrefetchAsync, 12020, PFN_cuMemPrefetchAsync_v12020, 0)            \
     X(cuMemRangeGetAttribute, 8000, PFN_cuMemRangeGetAttribute_v8000, 0)     \
     X(cuStreamQuery, 2000, PFN_cuStreamQuery_v2000, 1)                        \
+    X(cuStreamGetFlags, 5050, PFN_cuStreamGetFlags_v5050, 0)                  \
     X(cuDeviceGetAttribute, 2000, PFN_cuDeviceGetAttribute_v2000, 1)          \
     X(cuMemHostAlloc, 2020, PFN_cuMemHostAlloc_v2020, 0)                      \
     X(cuMemFreeHost, 2000, PFN_cuMemFreeHost_v2000, 0)                        \

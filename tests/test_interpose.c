@@ -78,7 +78,7 @@ static unsigned long long block_calls(const char *copy_fn)
 
 /* Copy calls one split copy of n bytes makes. The host engine (engine = host here: the suite's
  * managed buffers carry no advice) makes none, when it may wait for the stream: a synchronous call,
- * a pageable destination, or an idle stream other than the legacy one. The copy engine makes one
+ * a pageable destination, or an idle stream created non-blocking. The copy engine makes one
  * per chunk, or fewer, larger ones when it queues an asynchronous copy into pinned memory. */
 static size_t split_copies(size_t n, bool async_pinned, bool idle_stream)
 {
@@ -497,8 +497,9 @@ START_TEST(prefetch_ahead_on_the_callers_stream)
             ck_assert_ptr_eq(log[i].stream, cases[k].logged);
         }
         /* queued (copy engine, returns at once): at most a prefetch and a copy per block; else
-         * (host engine) at most depth + 1 operations at a time */
-        bool queued = test_cfg.prefetch != UVMC_PREFETCH_HOST || (cases[k].given == 0 && !cases[k].ptsz);
+         * (host engine, only on the idle non-blocking stream: the legacy and per-thread streams
+         * may wait for each other) at most depth + 1 operations at a time */
+        bool queued = test_cfg.prefetch != UVMC_PREFETCH_HOST || cases[k].given != s;
         ck_assert_uint_le(uvmsim_stat("max_outstanding"), queued ? 2 * nb : test_cfg.depth + 1);
     }
     ck_assert_int_eq(cudaStreamDestroy(s), cudaSuccess);
