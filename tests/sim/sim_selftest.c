@@ -231,6 +231,20 @@ static void test_streams(void) {
     if (!g_strict)
         CHECK(n2.t - t0 < 90);
 
+    /* idle is not independent: while legacy work runs, an idle blocking stream and the per-thread
+     * stream read idle, yet their next operation waits for that work (CUDA Runtime API, "stream
+     * synchronization behavior"); libuvmchunk's host engine rests on this */
+    struct stamp b4 = { 0 }, p4 = { 0 };
+    t0 = now_ms();
+    EQ(cudaLaunchHostFunc(cudaStreamLegacy, sleeper, NULL), cudaSuccess);
+    EQ(cudaStreamQuery(blocking), cudaSuccess);
+    EQ(cudaStreamQuery(cudaStreamPerThread), cudaSuccess);
+    EQ(cudaLaunchHostFunc(blocking, stamp_fn, &b4), cudaSuccess);
+    EQ(cudaLaunchHostFunc(cudaStreamPerThread, stamp_fn, &p4), cudaSuccess);
+    EQ(cudaDeviceSynchronize(), cudaSuccess);
+    CHECK(b4.t - t0 >= 95);
+    CHECK(p4.t - t0 >= 95);
+
     /* per-thread default stream: its own queue per host thread, distinct from legacy */
     struct stamp l3 = { 0 }, p3 = { 0 }, q3 = { 0 }, z3 = { 0 };
     EQ(cudaLaunchHostFunc(0, stamp_fn, &l3), cudaSuccess);
