@@ -16,6 +16,8 @@
  * there (a GPU-resident one would migrate and fault back at the next kernel, BRIEF §8). */
 static enum uvmc_prefetch uvmc_prefetch_of(const struct uvmc_copy *c)
 {
+    if (c->drained)
+        return UVMC_PREFETCH_NONE;
     if (c->mode == UVMC_MODE_HOST || uvmc_cfg.prefetch == UVMC_PREFETCH_HOST)
         return c->prefers_host ? UVMC_PREFETCH_HOST : UVMC_PREFETCH_NONE;
     return uvmc_cfg.prefetch;
@@ -195,7 +197,13 @@ int uvmc_engine_copy(const struct uvmc_copy *c_in)
 
     unsigned long long t0 = uvmc_now_ns();
     size_t issued = 0;
-    int rc = c->mode == UVMC_MODE_QUEUE ? uvmc_run_queued(c, &p, &issued) : uvmc_run_grouped(c, &p, &issued);
+    int rc = 0;
+    if (c->drained) { /* nothing queued on the stream: what it would wait for has completed */
+        for (; issued < p.nblocks; issued++)
+            uvmc_host_part(c, &p, issued);
+    } else {
+        rc = c->mode == UVMC_MODE_QUEUE ? uvmc_run_queued(c, &p, &issued) : uvmc_run_grouped(c, &p, &issued);
+    }
     if (p.ring)
         uvmc_staging_release();
 
@@ -229,7 +237,8 @@ int uvmc_large_copy(struct uvmc_copy *c)
     int rc;
     uvmc_tls_busy++;
     if (!c->small && uvmc_classify(c)) {
-        uvmc_lazy_claim(c->dst, c->count); /* a split copy's destination stays pageable */
+        if (!c->dst_pinned) /* a split copy's destination stays pageable until its next other use */
+            uvmc_lazy_claim(c->dst, c->count);
         rc = uvmc_engine_copy(c);
     } else {
         uvmc_tls_busy--; /* any other use pins a lazy buffer before the call proceeds */

@@ -93,7 +93,7 @@ static bool uvmc_registered_already(void *ptr)
         return (type)CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;                                        \
     if ((ptr) && uvmc_lazy_candidate((size), (flags)) && uvmc_thread_context(runtime) &&              \
         !uvmc_registered_already(ptr)) {                                                               \
-        int r_ = uvmc_lazy_register((ptr), (size), (flags));                                           \
+        int r_ = uvmc_lazy_register((ptr), (size), (flags), (runtime));                                        \
         if (r_ >= 0)                                                                                   \
             return (type)r_;                                                                           \
     }

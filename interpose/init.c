@@ -34,9 +34,16 @@ static void uvmc_atfork_prepare(void)
     uvmc_lazy_atfork_prepare();
 }
 
-static void uvmc_atfork_release(void)
+static void uvmc_atfork_parent(void)
 {
-    uvmc_lazy_atfork_release();
+    uvmc_lazy_atfork_parent();
+    uvmc_host_pool_atfork_release();
+    uvmc_resolve_atfork_release();
+}
+
+static void uvmc_atfork_child(void)
+{
+    uvmc_lazy_atfork_child();
     uvmc_host_pool_atfork_release();
     uvmc_resolve_atfork_release();
 }
@@ -63,7 +70,7 @@ static void uvmc_do_init(void)
     uvmc_hot_threshold = cfg.enabled ? cfg.threshold : SIZE_MAX;
     if (!uvmc_resolve_real())
         uvmc_log(UVMC_LOG_DEBUG, "CUDA runtime not found yet; resolution is retried at each call");
-    pthread_atfork(uvmc_atfork_prepare, uvmc_atfork_release, uvmc_atfork_release);
+    pthread_atfork(uvmc_atfork_prepare, uvmc_atfork_parent, uvmc_atfork_child);
     if (UVMC_LOG_ON(UVMC_LOG_INFO)) {
         char desc[512];
         uvmc_config_describe(&cfg, desc, sizeof desc);

@@ -120,6 +120,7 @@
 #define UVMC_DRIVER_CALLED(X)                                                 \
     X(cuCtxGetCurrent, 4000, PFN_cuCtxGetCurrent_v4000, 1)                    \
     X(cuEventSynchronize, 2000, PFN_cuEventSynchronize_v2000, 1)              \
+    X(cuEventQuery, 2000, PFN_cuEventQuery_v2000, 1)                          \
     X(cuStreamSynchronize, 2000, PFN_cuStreamSynchronize_v2000, 1)            \
     X(cuCtxGetDevice, 2000, PFN_cuCtxGetDevice_v2000, 1)                      \
     X(cuPointerGetAttributes, 7000, PFN_cuPointerGetAttributes_v7000, 1)      \

@@ -102,22 +102,39 @@ void uvmc_report_missing(const char *name);
     }
 
 /* ---- lazy.c: lazily pinned buffers (hostalloc.c serves them, every observed use decides) ---- */
-/* Bounds of the buffers whose first use is still to come; hi is 0 while there are none, so the hot
- * path pays one load and one comparison. */
+/* A buffer is watched while its first use other than a split copy's destination is still to come.
+ * The fast path sees each watched buffer's exact range: up to UVMC_LAZY_SLOTS of them in slots
+ * published with release stores, any more through the table under the lock (spill). Their hull
+ * (lo, hi) comes first: hi is 0 while none is watched, so the hot path pays one load and one
+ * comparison. A reader learns a buffer's address only after its publication, so it sees it. */
+#define UVMC_LAZY_SLOTS 8
+struct uvmc_lazy_range {
+    atomic_uintptr_t lo, hi; /* [lo, hi); hi 0: free */
+};
+extern struct uvmc_lazy_range uvmc_lazy_slots[UVMC_LAZY_SLOTS];
 extern atomic_uintptr_t uvmc_lazy_lo, uvmc_lazy_hi;
+extern atomic_bool uvmc_lazy_spill;
 /* Lazy buffers recorded in this process, whatever their state: frees look only while non-zero. */
 extern atomic_size_t uvmc_lazy_live;
-/* True when [p, p+n) may overlap a buffer whose first use is still to come. */
+/* The end of [p, p+n), saturated (a range that would wrap still overlaps what lies above p). */
+static inline uintptr_t uvmc_end(const void *p, size_t n)
+{
+    uintptr_t a = (uintptr_t)p;
+    return n > UINTPTR_MAX - a ? UINTPTR_MAX : a + (n ? n : 1);
+}
+/* Inside the hull: the slots, exactly (or the spill's answer, "maybe"). Out of line. */
+bool uvmc_lazy_hit(uintptr_t a, uintptr_t b);
+/* True when [p, p+n) may overlap a watched buffer. */
 static inline bool uvmc_lazy_maybe(const void *p, size_t n)
 {
     uintptr_t hi = atomic_load_explicit(&uvmc_lazy_hi, memory_order_acquire), a = (uintptr_t)p;
     if (UVMC_LIKELY(hi == 0) || a >= hi)
         return false;
-    uintptr_t b = n > UINTPTR_MAX - a ? UINTPTR_MAX : a + (n ? n : 1);
-    return b > atomic_load_explicit(&uvmc_lazy_lo, memory_order_relaxed);
+    uintptr_t b = uvmc_end(p, n);
+    return b > atomic_load_explicit(&uvmc_lazy_lo, memory_order_relaxed) && uvmc_lazy_hit(a, b);
 }
-/* The same for two ranges of n bytes (a copy's destination and source): while no buffer waits,
- * one load and two comparisons. */
+/* The same for two ranges of n bytes (a copy's destination and source): while no buffer is
+ * watched, one load and two comparisons. */
 static inline bool uvmc_lazy_maybe2(const void *a, const void *b, size_t n)
 {
     uintptr_t hi = atomic_load_explicit(&uvmc_lazy_hi, memory_order_acquire);
@@ -125,9 +142,10 @@ static inline bool uvmc_lazy_maybe2(const void *a, const void *b, size_t n)
         return false;
     return uvmc_lazy_maybe(a, n) || uvmc_lazy_maybe(b, n);
 }
-/* Converts every still-undecided buffer overlapping [p, p+n) into pinned memory (slow path).
- * runtime: the use came through the runtime, which may set up the thread's context first (a
- * driver call gets exactly what the real one gives a thread without one). */
+/* Converts every watched buffer overlapping [p, p+n) into pinned memory (slow path). runtime: the
+ * use came through the runtime, which may set up the thread's context first (a driver call gets
+ * exactly what the real one gives a thread without one). Nothing when the library itself is the
+ * caller (uvmc_tls_busy). */
 void uvmc_lazy_touch(const void *p, size_t n, bool runtime);
 /* Any use of [p, p+n) but a split copy's destination: pinned memory first. */
 static inline void uvmc_lazy_use(const void *p, size_t n, bool runtime)
@@ -135,28 +153,44 @@ static inline void uvmc_lazy_use(const void *p, size_t n, bool runtime)
     if (UVMC_UNLIKELY(uvmc_lazy_maybe(p, n)))
         uvmc_lazy_touch(p, n, runtime);
 }
-/* [p, p+n) is the destination of a split copy out of managed memory: undecided buffers there stay
- * pageable for good. */
+/* True when [p, p+n) overlaps a watched buffer: pinned memory as far as the program knows. */
+bool uvmc_lazy_watched(const void *p, size_t n);
+/* The copy path's own conversion of its destination (whatever uvmc_tls_busy says): true when
+ * every watched buffer overlapping [p, p+n) is pinned now. */
+bool uvmc_lazy_pin(const void *p, size_t n, bool runtime);
+/* [p, p+n) is the destination of a split copy out of managed memory: an undecided buffer there
+ * stays pageable, and watched, until its next other use. */
 void uvmc_lazy_claim(const void *p, size_t n);
 /* A lazily committed, huge-page-advised mapping of size bytes, recorded undecided; NULL on failure
  * (the caller then passes the request through). flags: the caller's (Portable or 0). */
 void *uvmc_lazy_alloc(size_t size, unsigned flags);
 /* Records the caller's [ptr, ptr+size) as registered lazily (nothing locked yet): 0; or the code
  * the real registration gives a range overlapping one already recorded (712, the same value for
- * the runtime and the driver); or -1 when it cannot be recorded (the caller passes it through). */
-int uvmc_lazy_register(void *ptr, size_t size, unsigned flags);
-/* Frees an allocation of ours (unregistering it first if it was converted; waiting for the device
- * first if copies the library did not split may have reached it, as the real free does): 0, or the
+ * the runtime and the driver); or -1 when it cannot be recorded (the caller passes it through).
+ * runtime: cudaHostRegister (whose default registration is portable under unified addressing). */
+int uvmc_lazy_register(void *ptr, size_t size, unsigned flags, bool runtime);
+/* Frees an allocation of ours (after the device is done with it and unregistered, if it was
+ * pinned or ever reachable by a copy the library did not split, as the real free waits): 0, or the
  * driver's CUresult with the buffer kept as it was; -1 when ptr is not one. */
 int uvmc_lazy_free(void *ptr);
-/* True when [p, p+n) overlaps a buffer still undecided: registered as far as the program knows,
- * so a registration of it gets the answer a second registration gets. */
+/* True when [p, p+n) overlaps a watched buffer: registered as far as the program knows, so a
+ * registration of it gets the answer a second registration gets. */
 bool uvmc_lazy_overlaps_undecided(const void *p, size_t n);
 /* Forgets a lazy registration (unregistering it if it was converted): 0 or the driver's CUresult;
  * -1 when ptr is not one. */
 int uvmc_lazy_unregister(void *ptr);
 void uvmc_lazy_atfork_prepare(void);
-void uvmc_lazy_atfork_release(void);
+void uvmc_lazy_atfork_parent(void);
+void uvmc_lazy_atfork_child(void);
+
+/* ---- the library's own driver calls run in relaxed capture mode, so no other thread's global
+ * capture is invalidated by them (cuda_runtime_api.h, cudaThreadExchangeStreamCaptureMode) ---- */
+struct uvmc_relaxed {
+    CUstreamCaptureMode mode;
+    bool exchanged;
+};
+struct uvmc_relaxed uvmc_relax(void);
+void uvmc_unrelax(struct uvmc_relaxed r);
 
 /* The hot path every copy wrapper shares (runtime.c, driver.c): init and resolve, then one
  * comparison; below the threshold (or beneath the library's own path) the real call, counted only
@@ -267,6 +301,8 @@ struct uvmc_copy {
     CUstream hstream;             /* explicit handle: CU_STREAM_LEGACY / CU_STREAM_PER_THREAD for 0 */
     bool dst_pinned;              /* destination page-locked (else pageable) */
     bool prefers_host;            /* the source's preferred location is the CPU (FBGEMM's advice) */
+    bool drained;                 /* host engine into a lazy buffer on a stream seen drained: the
+                                   * host copies without queueing anything on the stream */
     enum uvmc_mode mode;
     CUdevice device;              /* device of the current context */
 };

@@ -752,23 +752,30 @@ END_TEST
 
 START_TEST(split_copy_destination_stays_pageable)
 {
-    /* The checkpoint destination: the first use is a split copy out of managed memory, so it stays
-     * pageable for good and nothing is ever locked; later queries say so. */
-    uint8_t *p = NULL;
+    /* The checkpoint destination: written by a split copy out of managed memory that returns after
+     * it landed, it stays pageable and nothing is locked; its next other use (a query) pins it. An
+     * asynchronous copy on the legacy stream, which may not wait, pins its destination first. */
+    uint8_t *p = NULL, *q = NULL;
     size_t n = big > test_cfg.pinned_threshold ? big : test_cfg.pinned_threshold;
     unsigned long long pinned0 = uvmsim_pinned_bytes();
     ck_assert_int_eq(cudaHostAlloc((void **)&p, n + GUARD, cudaHostAllocDefault), cudaSuccess);
     memset(p, 0xEE, n + GUARD);
-    ck_assert_int_eq(cudaMemcpyAsync(p, managed, n, cudaMemcpyDeviceToHost, 0), cudaSuccess);
-    expect_bytes(p, managed, n); /* complete on return: pageable */
-    struct cudaPointerAttributes a;
-    ck_assert_int_eq(cudaPointerGetAttributes(&a, p), cudaSuccess);
-    ck_assert_int_eq(a.type, cudaMemoryTypeUnregistered);
+    ck_assert_int_eq(cudaMemcpy(p, managed, n, cudaMemcpyDeviceToHost), cudaSuccess);
+    expect_bytes(p, managed, n);
     /* the only page-locked bytes: the staging ring of the copy engine, at most depth slots */
     ck_assert_uint_le(uvmsim_pinned_bytes(), pinned0 + test_cfg.depth * test_cfg.chunk_size);
     ck_assert_uint_lt(uvmsim_pinned_bytes(), pinned0 + n);
     ck_assert_uint_eq(uvmsim_calls("cuMemHostRegister_v2"), 0);
+    ck_assert(reported_pinned(p));
+    ck_assert_uint_eq(uvmsim_calls("cuMemHostRegister_v2"), 1);
+    ck_assert_int_eq(cudaHostAlloc((void **)&q, n + GUARD, cudaHostAllocDefault), cudaSuccess);
+    memset(q, 0xEE, n + GUARD);
+    ck_assert_int_eq(cudaMemcpyAsync(q, managed, n, cudaMemcpyDeviceToHost, 0), cudaSuccess);
+    ck_assert_uint_eq(uvmsim_calls("cuMemHostRegister_v2"), 2);
+    ck_assert_int_eq(cudaStreamSynchronize(0), cudaSuccess);
+    expect_bytes(q, managed, n);
     ck_assert_int_eq(cudaFreeHost(p), cudaSuccess);
+    ck_assert_int_eq(cudaFreeHost(q), cudaSuccess);
 }
 END_TEST
 

@@ -5,6 +5,7 @@
 #include <cuda_runtime_api.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "test_check.h"
@@ -324,6 +325,176 @@ START_TEST(pageable_buffer_freed_after_the_device_is_done_with_it)
 }
 END_TEST
 
+/* ---- found by review (issue 16): each failed before its fix */
+
+static uint8_t *managed_source(bool prefer_cpu)
+{
+    uint8_t *m = NULL;
+    ck_assert_int_eq(cudaMallocManaged((void **)&m, n, cudaMemAttachGlobal), cudaSuccess);
+    for (size_t i = 0; i < n; i++)
+        m[i] = test_pattern(i);
+    if (prefer_cpu) { /* FBGEMM's advice: the host engine is the candidate */
+        CUmemLocation cpu = {.type = CU_MEM_LOCATION_TYPE_HOST, .id = 0};
+        CUmemLocation gpu = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0};
+        ck_assert_int_eq(cuMemAdvise_v2((CUdeviceptr)(uintptr_t)m, n, CU_MEM_ADVISE_SET_PREFERRED_LOCATION, cpu),
+                         CUDA_SUCCESS);
+        ck_assert_int_eq(cuMemAdvise_v2((CUdeviceptr)(uintptr_t)m, n, CU_MEM_ADVISE_SET_ACCESSED_BY, gpu),
+                         CUDA_SUCCESS);
+    }
+    return m;
+}
+
+static void expect_pattern(const uint8_t *p)
+{
+    for (size_t i = 0; i < n; i++)
+        if (p[i] != test_pattern(i))
+            ck_abort_msg("byte %zu differs", i);
+}
+
+struct async_copy {
+    void *dst;
+    const void *src;
+    cudaStream_t s;
+    cudaError_t rc;
+};
+
+static void *async_copy_main(void *arg)
+{
+    struct async_copy *a = arg;
+    a->rc = cudaMemcpyAsync(a->dst, a->src, n, cudaMemcpyDeviceToHost, a->s);
+    return NULL;
+}
+
+START_TEST(async_copy_into_a_lazy_buffer_never_waits_for_its_stream)
+{
+    /* The program got pinned memory: cudaMemcpyAsync into it returns at once, even when the stream
+     * waits for something the program does only after the call (a host function at a gate; an
+     * idle blocking stream behind the gated legacy stream). Whichever engine the source invites. */
+    cudaStream_t nonblocking, blocking;
+    ck_assert_int_eq(cudaStreamCreateWithFlags(&nonblocking, cudaStreamNonBlocking), cudaSuccess);
+    ck_assert_int_eq(cudaStreamCreate(&blocking), cudaSuccess);
+    char waited[128] = "";
+    int unpinned = 0;
+    for (int prefer_cpu = 0; prefer_cpu < 2; prefer_cpu++)
+        for (int k = 0; k < 3; k++) {
+            uint8_t *m = managed_source(prefer_cpu), *p = NULL;
+            ck_assert_int_eq(cudaHostAlloc((void **)&p, n, cudaHostAllocDefault), cudaSuccess);
+            struct test_gate g = TEST_GATE_INIT;
+            struct async_copy a = {p, m, k == 0 ? nonblocking : k == 1 ? blocking : 0, cudaErrorUnknown};
+            ck_assert_int_eq(cudaLaunchHostFunc(k == 0 ? nonblocking : cudaStreamLegacy, test_gate_wait, &g),
+                             cudaSuccess);
+            if (!test_returns_before_gate(async_copy_main, &a, 10.0, &g))
+                snprintf(waited + strlen(waited), sizeof waited - strlen(waited), " %s/%s",
+                         prefer_cpu ? "host-preferred" : "no-advice",
+                         k == 0 ? "gated non-blocking" : k == 1 ? "blocking" : "legacy");
+            ck_assert_int_eq(a.rc, cudaSuccess);
+            ck_assert_int_eq(cudaDeviceSynchronize(), cudaSuccess);
+            expect_pattern(p);
+            unpinned += !is_pinned(p); /* what it was promised to be */
+            ck_assert_int_eq(cudaFreeHost(p), cudaSuccess);
+            ck_assert_int_eq(cudaFree(m), cudaSuccess);
+        }
+    ck_assert_msg(!waited[0], "the asynchronous copy waited for its stream:%s", waited);
+    ck_assert_int_eq(unpinned, 0);
+    ck_assert_int_eq(cudaStreamDestroy(nonblocking), cudaSuccess);
+    ck_assert_int_eq(cudaStreamDestroy(blocking), cudaSuccess);
+}
+END_TEST
+
+START_TEST(checkpoint_copy_on_an_idle_stream_stays_lazy)
+{
+    /* DCP's loader: to("cpu", non_blocking=True) on PyTorch's current stream (the legacy one,
+     * torch 2.11 filesystem.py; or a stream of its pool, created non-blocking), with nothing queued,
+     * into a fresh block of the caching host allocator: nothing is locked, the bytes are there when
+     * the call returns; the block recycled for the next tensor is written the same way. */
+    cudaStream_t s;
+    ck_assert_int_eq(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+    uint8_t *m = managed_source(true), *p = NULL;
+    unsigned long long pinned0 = uvmsim_pinned_bytes();
+    ck_assert_int_eq(cudaHostAlloc((void **)&p, n, cudaHostAllocDefault), cudaSuccess);
+    for (int round = 0; round < 4; round++) { /* PyTorch's pool stream twice, its default (legacy) twice */
+        cudaStream_t on = round < 2 ? s : 0;
+        memset(p, 0, n);
+        ck_assert_int_eq(cudaMemcpyAsync(p, m, n, cudaMemcpyDeviceToHost, on), cudaSuccess);
+        expect_pattern(p);
+        ck_assert_int_eq(cudaStreamSynchronize(on), cudaSuccess);
+    }
+    ck_assert_uint_eq(uvmsim_pinned_peak(), pinned0);
+    ck_assert_uint_eq(uvmsim_calls("cuMemHostRegister_v2"), 0);
+    ck_assert_int_eq(cudaFreeHost(p), cudaSuccess);
+    ck_assert_int_eq(cudaFree(m), cudaSuccess);
+    ck_assert_int_eq(cudaStreamDestroy(s), cudaSuccess);
+}
+END_TEST
+
+START_TEST(buffer_a_split_copy_wrote_is_pinned_at_its_next_other_use)
+{
+    /* PyTorch's host allocator hands a block a checkpoint copy wrote to its next user, who was
+     * promised pinned memory: a device pointer, is_pinned(), device access. */
+    uint8_t *m = managed_source(true), *p = NULL;
+    unsigned long long pinned0 = uvmsim_pinned_bytes();
+    ck_assert_int_eq(cudaHostAlloc((void **)&p, n, cudaHostAllocDefault), cudaSuccess);
+    ck_assert_int_eq(cudaMemcpy(p, m, n, cudaMemcpyDeviceToHost), cudaSuccess); /* split */
+    ck_assert_uint_eq(uvmsim_pinned_bytes(), pinned0);
+    void *d = NULL;
+    ck_assert_int_eq(cudaHostGetDevicePointer(&d, p, 0), cudaSuccess);
+    ck_assert_ptr_nonnull(d);
+    ck_assert(is_pinned(p));
+    ck_assert_int_eq(uvmsim_device_access(p, n), CUDA_SUCCESS);
+    ck_assert_uint_eq(uvmsim_pinned_bytes(), pinned0 + n);
+    expect_pattern(p);
+    ck_assert_int_eq(cudaFreeHost(p), cudaSuccess);
+    ck_assert_int_eq(cudaFree(m), cudaSuccess);
+}
+END_TEST
+
+static void *free_main(void *arg)
+{
+    return (void *)(intptr_t)cudaFreeHost(arg);
+}
+
+static void *query_main(void *arg)
+{
+    struct cudaPointerAttributes a;
+    return (void *)(intptr_t)cudaPointerGetAttributes(&a, arg);
+}
+
+START_TEST(a_free_waiting_for_the_device_blocks_no_unrelated_pointer)
+{
+    /* A buffer whose pinning failed stays pageable; its free waits for the device, which waits at a
+     * gate. Meanwhile another thread asks about an unrelated mapping that lies between two lazy
+     * buffers: it must not wait for the free. */
+    size_t mib = (size_t)1 << 20;
+    uint8_t *a = mmap(NULL, 2 * n + mib, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0), *c = NULL;
+    ck_assert_ptr_ne(a, MAP_FAILED);
+    uint8_t *mid = a + n, *b = a + n + mib; /* registered lazily on either side of mid */
+    ck_assert_int_eq(cudaHostRegister(a, n, cudaHostRegisterDefault), cudaSuccess);
+    ck_assert_int_eq(cudaHostRegister(b, n, cudaHostRegisterDefault), cudaSuccess);
+    ck_assert_int_eq(cudaHostAlloc((void **)&c, n, cudaHostAllocDefault), cudaSuccess);
+    uvmsim_fail_nth("cuMemHostRegister_v2", 1, CUDA_ERROR_OUT_OF_MEMORY);
+    ck_assert(!is_pinned(c)); /* pageable for good */
+    cudaStream_t s;
+    ck_assert_int_eq(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+    struct test_gate g = TEST_GATE_INIT;
+    ck_assert_int_eq(cudaLaunchHostFunc(s, test_gate_wait, &g), cudaSuccess);
+    unsigned long long syncs = uvmsim_calls("cuCtxSynchronize");
+    pthread_t th;
+    pthread_create(&th, NULL, free_main, c);
+    while (uvmsim_calls("cuCtxSynchronize") == syncs) /* the free is waiting for the device */
+        usleep(1000);
+    usleep(50000);
+    bool returned = test_returns_before_gate(query_main, mid, 10.0, &g);
+    void *rc = NULL;
+    pthread_join(th, &rc);
+    ck_assert_msg(returned, "a pointer query on an unrelated mapping waited for another thread's free");
+    ck_assert_int_eq((int)(intptr_t)rc, cudaSuccess);
+    ck_assert_int_eq(cudaStreamDestroy(s), cudaSuccess);
+    ck_assert_int_eq(cudaHostUnregister(a), cudaSuccess);
+    ck_assert_int_eq(cudaHostUnregister(b), cudaSuccess);
+    munmap(a, 2 * n + mib);
+}
+END_TEST
+
 int main(void)
 {
     test_load_config();
@@ -346,5 +517,9 @@ int main(void)
     tcase_add_test(tc, a_range_is_registered_once);
     tcase_add_test(tc, driver_use_on_a_thread_without_context_gets_the_real_answer);
     tcase_add_test(tc, pageable_buffer_freed_after_the_device_is_done_with_it);
+    tcase_add_test(tc, async_copy_into_a_lazy_buffer_never_waits_for_its_stream);
+    tcase_add_test(tc, checkpoint_copy_on_an_idle_stream_stays_lazy);
+    tcase_add_test(tc, buffer_a_split_copy_wrote_is_pinned_at_its_next_other_use);
+    tcase_add_test(tc, a_free_waiting_for_the_device_blocks_no_unrelated_pointer);
     return test_run(tc, "lazy");
 }
