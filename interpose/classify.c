@@ -188,12 +188,13 @@ bool uvmc_thread_context(bool runtime)
     return uvmc_driver_ready() && uvmc_drv.cuCtxGetCurrent(&ctx) == CUDA_SUCCESS && ctx;
 }
 
-bool uvmc_classify(struct uvmc_copy *c)
+bool uvmc_classify(struct uvmc_copy *c, struct uvmc_relaxed *mode)
 {
     if (c->kind != cudaMemcpyDeviceToHost && c->kind != cudaMemcpyDefault)
         return false;
     if (!c->dst || !c->src || !uvmc_thread_context(c->api->runtime) || !c->api->ready())
         return false;
+    *mode = uvmc_relax();
     c->hstream = uvmc_explicit_stream(c);
     /* A capturing stream must see exactly the caller's call: anything we add could invalidate it
      * (BRIEF §3). An error here (906 on the legacy stream, say) is the real call's to report. */

@@ -49,6 +49,7 @@ struct uvmc_plan {
     size_t group;       /* blocks per group: one event after each group */
     unsigned inflight;  /* groups queued at once (2 overlaps the host's part with the device's) */
     char *ring;         /* staging ring (staged mode) */
+    bool wait_failed;   /* a wait returned an error: what was queued may still be running */
 };
 
 static size_t uvmc_block_len(const struct uvmc_copy *c, const struct uvmc_plan *p, size_t i)
@@ -128,10 +129,10 @@ struct uvmc_group {
 
 /* Waits for the group, then does the host's part of it. After an earlier error it only waits, so
  * nothing the device still writes (the ring) is handed back early. */
-static int uvmc_finish_group(const struct uvmc_copy *c, const struct uvmc_plan *p, const struct uvmc_group *g,
-                             int rc)
+static int uvmc_finish_group(const struct uvmc_copy *c, struct uvmc_plan *p, const struct uvmc_group *g, int rc)
 {
     int w = uvmc_wait(c, g->recorded ? g->ev : NULL);
+    p->wait_failed = p->wait_failed || w != 0;
     if (rc != 0 || w != 0)
         return rc != 0 ? rc : w;
     for (size_t i = g->first; i < g->end; i++)
@@ -204,6 +205,13 @@ int uvmc_engine_copy(const struct uvmc_copy *c_in)
     } else {
         rc = c->mode == UVMC_MODE_QUEUE ? uvmc_run_queued(c, &p, &issued) : uvmc_run_grouped(c, &p, &issued);
     }
+    /* A failed wait says nothing of the blocks behind it: they are drained before the call returns
+     * and the ring is handed on. If even that fails, the ring is given up, never reused. */
+    if (p.wait_failed && uvmc_drv.cuStreamSynchronize(c->hstream) != CUDA_SUCCESS &&
+        (!uvmc_drv.cuCtxSynchronize || uvmc_drv.cuCtxSynchronize() != CUDA_SUCCESS) && p.ring) {
+        uvmc_staging_abandon();
+        p.ring = NULL;
+    }
     if (p.ring)
         uvmc_staging_release();
 
@@ -236,11 +244,14 @@ int uvmc_large_copy(struct uvmc_copy *c)
 {
     int rc;
     uvmc_tls_busy++;
-    if (!c->small && uvmc_classify(c)) {
+    struct uvmc_relaxed mode = {.exchanged = false};
+    if (!c->small && uvmc_classify(c, &mode)) {
         if (!c->dst_pinned) /* a split copy's destination stays pageable until its next other use */
             uvmc_lazy_claim(c->dst, c->count);
         rc = uvmc_engine_copy(c);
+        uvmc_unrelax(mode);
     } else {
+        uvmc_unrelax(mode);
         uvmc_tls_busy--; /* any other use pins a lazy buffer before the call proceeds */
         uvmc_lazy_use(c->dst, c->count, c->api->runtime);
         uvmc_lazy_use(c->src, c->count, c->api->runtime);

@@ -258,6 +258,9 @@ static inline size_t uvmc_staging_slot(void)
  * need, in relaxed capture mode so no other thread's capture is disturbed; released at exit. */
 void *uvmc_staging_acquire(void);
 void uvmc_staging_release(void);
+/* The ring may still be written by a copy whose blocks could not be waited for: it is dropped (not
+ * freed, not reused; said once) and the next copy that needs one allocates another. */
+void uvmc_staging_abandon(void);
 
 /* ---- copy.c / classify.c / engine.c: one large copy ---- */
 
@@ -318,8 +321,10 @@ bool uvmc_thread_context(bool runtime);
 
 /* True when the copy must be split: kind, capture state, source inside one managed allocation, host
  * destination (see BRIEF §2, §3, §8); then picks its mode. Makes only driver calls, which never
- * touch the runtime's last error. */
-bool uvmc_classify(struct uvmc_copy *c);
+ * touch the runtime's last error. Once the thread has a context, it switches the thread to relaxed
+ * capture mode (*mode says how to switch back, whatever the answer): the queries, waits and blocks
+ * of a split copy are the library's own and must not invalidate another thread's capture. */
+bool uvmc_classify(struct uvmc_copy *c, struct uvmc_relaxed *mode);
 
 /* Runs a classified copy as blocks. Returns the first error (a block's, or a wait's), or 0. */
 int uvmc_engine_copy(const struct uvmc_copy *c);

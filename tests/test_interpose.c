@@ -452,6 +452,39 @@ START_TEST(failed_final_wait_returns_its_error)
 }
 END_TEST
 
+struct failed_wait {
+    cudaStream_t s;
+    cudaError_t rc, query, last;
+};
+
+static void *failed_wait_copy(void *arg)
+{
+    struct failed_wait *f = arg;
+    f->rc = cudaMemcpyAsync(pageable, managed, big, cudaMemcpyDeviceToHost, f->s);
+    f->query = cudaStreamQuery(f->s);
+    f->last = cudaGetLastError();
+    return NULL;
+}
+
+START_TEST(failed_wait_drains_the_stream_before_returning)
+{
+    /* The first wait of a copy into pageable memory fails while its blocks are still held back on
+     * the stream: the call returns its error only once they landed, so nothing still writes the
+     * staging ring (or the destination) when it is handed on. */
+    struct failed_wait f = {0, cudaErrorUnknown, cudaErrorUnknown, cudaErrorUnknown};
+    struct test_gate g = TEST_GATE_INIT;
+    ck_assert_int_eq(cudaStreamCreateWithFlags(&f.s, cudaStreamNonBlocking), cudaSuccess);
+    ck_assert_int_eq(cudaLaunchHostFunc(f.s, test_gate_wait, &g), cudaSuccess);
+    uvmsim_fail_nth("cudaEventSynchronize", 1, cudaErrorLaunchFailure);
+    /* the gate opens after 1 s whether or not the call returned: a call that drains returns then */
+    test_returns_before_gate(failed_wait_copy, &f, 1.0, &g);
+    ck_assert_int_eq(f.rc, cudaErrorLaunchFailure);
+    ck_assert_int_eq(f.query, cudaSuccess); /* nothing of the copy was still queued when it returned */
+    ck_assert_int_eq(f.last, cudaErrorLaunchFailure); /* the failed wait's, as the unsplit call would leave */
+    ck_assert_int_eq(cudaStreamDestroy(f.s), cudaSuccess);
+}
+END_TEST
+
 /* FBGEMM's advice (BRIEF §1), set through the driver so one test source serves both runtimes. */
 static void advise_prefer_cpu(void *p, size_t n)
 {
@@ -935,6 +968,7 @@ int main(int argc, char **argv)
         tcase_add_test(tc, failing_block_returns_its_error_and_leaks_nothing);
         tcase_add_test(tc, synchronous_copy_without_an_event_still_waits);
         tcase_add_test(tc, failed_final_wait_returns_its_error);
+        tcase_add_test(tc, failed_wait_drains_the_stream_before_returning);
         tcase_add_test(tc, no_prefetch_when_configured_none);
     } else if (!strcmp(which, "hints")) {
         if (test_cfg.prefetch == UVMC_PREFETCH_NONE) {

@@ -132,6 +132,8 @@ struct sim_switches {
     int cma;                 /* UVMSIM_CMA: concurrent managed access */
     int residency;           /* UVMSIM_RESIDENCY: managed 2 MiB blocks live on the host or the device */
     int pageable_d2h_async;  /* UVMSIM_PAGEABLE_D2H=async: such copies may return before they land */
+    int capture_queries;     /* UVMSIM_CAPTURE_QUERIES=unsafe: stream and event queries and waits are
+                              * potentially unsafe calls under another thread's global capture */
     int report;              /* UVMSIM_REPORT=1: one line of counters at exit */
 };
 extern struct sim_switches sim_sw;

@@ -275,6 +275,19 @@ static void *other_thread_malloc(void *arg) {
     return NULL;
 }
 
+/* Another thread's queries and waits, in the given interaction mode (UVMSIM_CAPTURE_QUERIES). */
+struct other_query { enum cudaStreamCaptureMode mode; cudaStream_t s; cudaEvent_t ev; cudaError_t q, e; };
+static void *other_thread_query(void *arg) {
+    struct other_query *o = arg;
+    enum cudaStreamCaptureMode m = o->mode;
+    cudaThreadExchangeStreamCaptureMode(&m);
+    o->q = cudaStreamQuery(o->s);
+    o->e = cudaEventSynchronize(o->ev);
+    cudaThreadExchangeStreamCaptureMode(&m);
+    cudaGetLastError();
+    return NULL;
+}
+
 static void test_capture(void) {
     const size_t n = MIB;
     char *src, *pinned, *pageable = calloc(1, n);
@@ -360,6 +373,34 @@ static void test_capture(void) {
     EQ(cudaGraphDestroy(g), cudaSuccess);
     EQ(cudaFree(p), cudaSuccess);
     EQ(cudaEventDestroy(ev), cudaSuccess);
+
+    /* another thread's global capture forbids a global-mode thread to query or wait for any stream
+     * or event (strict: cuda_runtime_api.h, cudaThreadExchangeStreamCaptureMode; pytorch#104555),
+     * and invalidates it; thread-local and relaxed threads may */
+    {
+        cudaStream_t other;
+        cudaEvent_t done;
+        EQ(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking), cudaSuccess);
+        EQ(cudaEventCreate(&done), cudaSuccess);
+        EQ(cudaEventRecord(done, other), cudaSuccess);
+        EQ(cudaStreamSynchronize(other), cudaSuccess);
+        enum cudaStreamCaptureMode modes[] = {cudaStreamCaptureModeGlobal, cudaStreamCaptureModeThreadLocal,
+                                              cudaStreamCaptureModeRelaxed};
+        for (int k = 0; k < 3; k++) {
+            struct other_query o = {modes[k], other, done, cudaErrorUnknown, cudaErrorUnknown};
+            EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
+            pthread_create(&t, NULL, other_thread_query, &o);
+            pthread_join(t, NULL);
+            int refused = g_strict && k == 0;
+            EQ(o.q, refused ? cudaErrorStreamCaptureUnsupported : cudaSuccess);
+            EQ(o.e, refused ? cudaErrorStreamCaptureUnsupported : cudaSuccess);
+            EQ(cudaStreamEndCapture(s, &g), refused ? cudaErrorStreamCaptureInvalidated : cudaSuccess);
+            if (!refused) EQ(cudaGraphDestroy(g), cudaSuccess);
+            cudaGetLastError();
+        }
+        EQ(cudaEventDestroy(done), cudaSuccess);
+        EQ(cudaStreamDestroy(other), cudaSuccess);
+    }
 
     /* capture on the legacy stream is refused */
     EQ(cudaStreamBeginCapture(0, cudaStreamCaptureModeGlobal), cudaErrorStreamCaptureUnsupported);
