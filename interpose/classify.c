@@ -18,30 +18,26 @@ static CUstream uvmc_explicit_stream(const struct uvmc_copy *c)
     return c->per_thread ? CU_STREAM_PER_THREAD : CU_STREAM_LEGACY;
 }
 
-/* [src, src+count) lies in one managed allocation. Range attributes are documented for reserved
- * address ranges and reported not to answer for managed memory (BRIEF §8): they are a shortcut when
- * non-zero; otherwise the first and the last byte must both be managed and carry the same buffer
- * id ("unique per allocation"). */
+/* [src, src+count) lies in one managed allocation: the first and the last byte are both managed and
+ * carry the same buffer ID ("unique per allocation"), each pair asked alone. The range attributes
+ * are documented for cuMemAddressReserve ranges and reported not to answer for managed memory
+ * (BRIEF §8); a driver may even fail a query that names them, and asking them would cost the
+ * query the last byte costs anyway, so they are not asked. */
 static bool uvmc_source_managed(const struct uvmc_copy *c)
 {
     unsigned int is_managed = 0; /* an unsigned int, never a bool (BRIEF §2) */
     unsigned long long id = 0, last_id = 0;
-    CUdeviceptr start = 0;
-    size_t size = 0;
-    CUpointer_attribute attrs[] = {CU_POINTER_ATTRIBUTE_IS_MANAGED, CU_POINTER_ATTRIBUTE_BUFFER_ID,
-                                   CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, CU_POINTER_ATTRIBUTE_RANGE_SIZE};
-    void *data[] = {&is_managed, &id, &start, &size};
+    CUpointer_attribute attrs[] = {CU_POINTER_ATTRIBUTE_IS_MANAGED, CU_POINTER_ATTRIBUTE_BUFFER_ID};
+    void *first[] = {&is_managed, &id};
     CUdeviceptr src = (CUdeviceptr)(uintptr_t)c->src;
-    if (uvmc_drv.cuPointerGetAttributes(4, attrs, data, src) != CUDA_SUCCESS || !is_managed)
+    if (uvmc_drv.cuPointerGetAttributes(2, attrs, first, src) != CUDA_SUCCESS || !is_managed || id == 0)
         return false;
-    if (size != 0) /* src >= start holds for a pointer inside the range; written to avoid overflow */
-        return src >= start && src - start <= size && c->count <= size - (src - start);
     if (src + c->count - 1 < src) /* wraps around the address space */
         return false;
     is_managed = 0;
     void *last[] = {&is_managed, &last_id};
     return uvmc_drv.cuPointerGetAttributes(2, attrs, last, src + c->count - 1) == CUDA_SUCCESS && is_managed &&
-           id != 0 && last_id == id;
+           last_id == id;
 }
 
 /* Pinned or pageable host memory; not device, not managed. Sets c->dst_pinned. */

@@ -125,8 +125,9 @@ struct event {
 
 /* One per driver behaviour whose real reading is unknown or documented as "may"; README.md names the
  * source of each strict value. Read once from the environment when the driver loads. */
+enum { SIM_RANGE_NONE, SIM_RANGE_EXACT, SIM_RANGE_REFUSE }; /* UVMSIM_MANAGED_RANGE values */
 struct sim_switches {
-    int managed_range_exact; /* UVMSIM_MANAGED_RANGE=exact: range attributes answer for managed memory */
+    int managed_range;       /* UVMSIM_MANAGED_RANGE: how range attributes answer for managed memory */
     unsigned stream_capacity; /* UVMSIM_STREAM_CAPACITY: ops queued or running per stream; 0 = unbounded */
     int hostfn_per_stream;   /* UVMSIM_HOSTFN_THREADS=per-stream (else one thread for the context) */
     int cma;                 /* UVMSIM_CMA: concurrent managed access */

@@ -263,7 +263,7 @@ CUresult CUDAAPI cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUde
     struct alloc *a = sim_find_alloc_locked(p);
     CUresult r = CUDA_ERROR_NOT_FOUND;
     /* Documented for cuMemAddressReserve ranges; reported not to handle managed memory (BRIEF §8). */
-    if (a && a->kind == A_MANAGED && !sim_sw.managed_range_exact) r = CUDA_ERROR_INVALID_VALUE;
+    if (a && a->kind == A_MANAGED && sim_sw.managed_range != SIM_RANGE_EXACT) r = CUDA_ERROR_INVALID_VALUE;
     else if (a && a->kind != A_REGISTERED) {
         if (pbase) *pbase = a->base;
         if (psize) *psize = a->size;
@@ -302,13 +302,15 @@ static CUresult ptr_attr_locked(void *data, CUpointer_attribute at, uintptr_t p,
     case CU_POINTER_ATTRIBUTE_BUFFER_ID: *(unsigned long long *)data = a ? a->id : 0; break;
     case CU_POINTER_ATTRIBUTE_IS_MANAGED: *(unsigned int *)data = a && a->kind == A_MANAGED; break;
     case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: *(int *)data = a ? 0 : -2; break;
-    /* UVMSIM_MANAGED_RANGE=none: managed memory answers 0 (BRIEF §8) */
+    /* UVMSIM_MANAGED_RANGE=none: managed memory answers 0; refuse: the whole query fails (BRIEF §8) */
     case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
-        *(CUdeviceptr *)data = a && (a->kind != A_MANAGED || sim_sw.managed_range_exact) ? a->base : 0;
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE: {
+        int exact = a && (a->kind != A_MANAGED || sim_sw.managed_range == SIM_RANGE_EXACT);
+        if (a && a->kind == A_MANAGED && sim_sw.managed_range == SIM_RANGE_REFUSE) return CUDA_ERROR_INVALID_VALUE;
+        if (at == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR) *(CUdeviceptr *)data = exact ? a->base : 0;
+        else *(size_t *)data = exact ? a->size : 0;
         break;
-    case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
-        *(size_t *)data = a && (a->kind != A_MANAGED || sim_sw.managed_range_exact) ? a->size : 0;
-        break;
+    }
     case CU_POINTER_ATTRIBUTE_MAPPED: *(unsigned char *)data = a != NULL; break;
     case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE: *(void **)data = NULL; break;
     default: return CUDA_ERROR_INVALID_VALUE;

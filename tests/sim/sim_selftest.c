@@ -40,6 +40,7 @@ static int g_fail;
 
 /* Run once per profile (CTest): the strict one (default) and UVMSIM_PROFILE=lenient. */
 static int g_strict = 1;
+static const char *g_range = "refuse"; /* UVMSIM_MANAGED_RANGE in effect */
 
 static double now_ms(void) {
     struct timespec ts;
@@ -477,16 +478,21 @@ static void test_pointers(void) {
     int ord = 7;
     CUcontext ctx = NULL;
     CUpointer_attribute at[6] = { CU_POINTER_ATTRIBUTE_IS_MANAGED, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
-                                  CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, CU_POINTER_ATTRIBUTE_RANGE_SIZE,
-                                  CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, CU_POINTER_ATTRIBUTE_CONTEXT };
-    void *data[6] = { &managed, &mt, &start, &size, &ord, &ctx };
-    EQ(cuPointerGetAttributes(6, at, data, (CUdeviceptr)(m + 3 * MIB + 5)), CUDA_SUCCESS);
+                                  CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, CU_POINTER_ATTRIBUTE_CONTEXT,
+                                  CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, CU_POINTER_ATTRIBUTE_RANGE_SIZE };
+    void *data[6] = { &managed, &mt, &ord, &ctx, &start, &size };
+    EQ(cuPointerGetAttributes(4, at, data, (CUdeviceptr)(m + 3 * MIB + 5)), CUDA_SUCCESS);
     EQ(managed, 1);
     EQ(mt, CU_MEMORYTYPE_DEVICE);
-    EQ(start, g_strict ? 0 : (CUdeviceptr)m); /* UVMSIM_MANAGED_RANGE=none reads 0 */
-    EQ(size, g_strict ? 0 : n);
     EQ(ord, 0);
     CHECK(ctx != NULL);
+    /* UVMSIM_MANAGED_RANGE: exact answers, none reads 0, refuse fails the whole query */
+    EQ(cuPointerGetAttributes(6, at, data, (CUdeviceptr)(m + 3 * MIB + 5)),
+       !strcmp(g_range, "refuse") ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS);
+    EQ(cuPointerGetAttribute(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, (CUdeviceptr)m),
+       !strcmp(g_range, "refuse") ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS);
+    EQ(start, !strcmp(g_range, "exact") ? (CUdeviceptr)m : 0);
+    EQ(size, !strcmp(g_range, "exact") ? n : 0);
     EQ(cuPointerGetAttributes(6, at, data, (CUdeviceptr)plain), CUDA_SUCCESS);
     EQ(managed, 0);
     EQ(mt, 0);
@@ -500,10 +506,11 @@ static void test_pointers(void) {
     EQ(managed, 0);
     start = 0;
     size = 0;
+    int exact = !strcmp(g_range, "exact");
     EQ(cuMemGetAddressRange((CUdeviceptr *)&start, &size, (CUdeviceptr)(m + n - 1)),
-       g_strict ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS);
-    EQ(start, g_strict ? 0 : (CUdeviceptr)m);
-    EQ(size, g_strict ? 0 : n);
+       exact ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE);
+    EQ(start, exact ? (CUdeviceptr)m : 0);
+    EQ(size, exact ? n : 0);
     EQ(cuMemGetAddressRange((CUdeviceptr *)&start, &size, (CUdeviceptr)(d + 5)), CUDA_SUCCESS);
     EQ(start, (CUdeviceptr)d);
     /* BUFFER_ID: one per allocation in both profiles */
@@ -835,6 +842,8 @@ static void test_reset(void) {
 int main(void) {
     const char *profile = getenv("UVMSIM_PROFILE");
     g_strict = !(profile && !strcmp(profile, "lenient"));
+    const char *range = getenv("UVMSIM_MANAGED_RANGE");
+    g_range = range && *range ? range : g_strict ? "refuse" : "exact";
     test_fidelity();
     const char *cma_env = getenv("UVMSIM_CMA");
     if (cma_env && !strcmp(cma_env, "0")) /* the rest assumes concurrent managed access */
