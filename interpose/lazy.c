@@ -152,6 +152,9 @@ static int uvmc_lazy_add(void *ptr, size_t size, unsigned flags, bool mapped)
 
 void *uvmc_lazy_alloc(size_t size, unsigned flags)
 {
+    /* Every host allocation is mapped and reachable from all contexts under unified addressing
+     * (cuda.h, "Automatic Mapping of Host Allocated Host Memory"): its conversion registers so. */
+    (void)flags;
     void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED) {
         uvmc_log(UVMC_LOG_WARN, "cannot map %zu pageable bytes; allocating them pinned as asked", size);
@@ -159,7 +162,7 @@ void *uvmc_lazy_alloc(size_t size, unsigned flags)
     }
     /* First touch of 20 GiB in 4 KiB pages is five million faults; huge pages where the kernel can. */
     madvise(p, size, MADV_HUGEPAGE);
-    if (uvmc_lazy_add(p, size, CU_MEMHOSTREGISTER_DEVICEMAP | (flags & CU_MEMHOSTREGISTER_PORTABLE), true) != 0) {
+    if (uvmc_lazy_add(p, size, CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP, true) != 0) {
         munmap(p, size);
         uvmc_log(UVMC_LOG_WARN, "cannot record a %zu-byte lazy buffer; allocating it pinned as asked", size);
         return NULL;
@@ -172,8 +175,11 @@ void *uvmc_lazy_alloc(size_t size, unsigned flags)
 
 int uvmc_lazy_register(void *ptr, size_t size, unsigned flags, bool runtime)
 {
-    (void)runtime;
-    unsigned reg = CU_MEMHOSTREGISTER_DEVICEMAP | (flags & CU_MEMHOSTREGISTER_PORTABLE);
+    /* Mapped for the device, as under unified addressing; the runtime's default registration is
+     * portable there too (cuda_runtime_api.h, cudaHostRegister: "cudaHostRegisterDefault: On a
+     * system with unified virtual addressing, the memory will be both mapped and portable"). */
+    unsigned reg = CU_MEMHOSTREGISTER_DEVICEMAP |
+                   (runtime || (flags & CU_MEMHOSTREGISTER_PORTABLE) ? CU_MEMHOSTREGISTER_PORTABLE : 0);
     int r = uvmc_lazy_add(ptr, size, reg, false);
     if (r != 0)
         return r;

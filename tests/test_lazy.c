@@ -495,6 +495,32 @@ START_TEST(a_free_waiting_for_the_device_blocks_no_unrelated_pointer)
 }
 END_TEST
 
+START_TEST(converted_default_requests_are_portable_and_mapped)
+{
+    /* What the real calls would have made: every host allocation is reachable from all contexts
+     * under unified addressing (cuda_runtime_api.h and cuda.h, "Automatic Mapping of Host Allocated
+     * Host Memory"), a runtime registration with default flags is "both mapped and portable"
+     * (cudaHostRegister); a driver registration keeps its own flags, mapped. */
+    const int both = CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP;
+    uint8_t *a = NULL, *b = NULL, *r = malloc(n), *d = malloc(n);
+    ck_assert_int_eq(cudaHostAlloc((void **)&a, n, cudaHostAllocDefault), cudaSuccess);
+    ck_assert_int_eq(cuMemHostAlloc((void **)&b, n, 0), CUDA_SUCCESS);
+    ck_assert_int_eq(cudaHostRegister(r, n, cudaHostRegisterDefault), cudaSuccess);
+    ck_assert_int_eq(cuMemHostRegister_v2(d, n, 0), CUDA_SUCCESS);
+    ck_assert(is_pinned(a) && is_pinned(b) && is_pinned(r) && is_pinned(d));
+    ck_assert_int_eq(uvmsim_host_flags(a), both);
+    ck_assert_int_eq(uvmsim_host_flags(b), both);
+    ck_assert_int_eq(uvmsim_host_flags(r), both);
+    ck_assert_int_eq(uvmsim_host_flags(d), CU_MEMHOSTREGISTER_DEVICEMAP);
+    ck_assert_int_eq(cudaFreeHost(a), cudaSuccess);
+    ck_assert_int_eq(cuMemFreeHost(b), CUDA_SUCCESS);
+    ck_assert_int_eq(cudaHostUnregister(r), cudaSuccess);
+    ck_assert_int_eq(cuMemHostUnregister(d), CUDA_SUCCESS);
+    free(r);
+    free(d);
+}
+END_TEST
+
 int main(void)
 {
     test_load_config();
@@ -521,5 +547,6 @@ int main(void)
     tcase_add_test(tc, checkpoint_copy_on_an_idle_stream_stays_lazy);
     tcase_add_test(tc, buffer_a_split_copy_wrote_is_pinned_at_its_next_other_use);
     tcase_add_test(tc, a_free_waiting_for_the_device_blocks_no_unrelated_pointer);
+    tcase_add_test(tc, converted_default_requests_are_portable_and_mapped);
     return test_run(tc, "lazy");
 }

@@ -46,6 +46,7 @@ struct alloc {
     void *map;          /* mmap start (NULL for registered memory) */
     size_t maplen;
     int kind;
+    unsigned flags;     /* page-locked: the flags it was allocated or registered with */
     unsigned long long id;
     struct page_advice *adv; /* managed only: one per ADV_PAGE from base */
     size_t nadv;
