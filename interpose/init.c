@@ -1,5 +1,5 @@
 /* init.c: one-time initialisation: configuration, real-function resolution, fork handlers.
- * Runs at the first interposed call (never from a constructor), so non-CUDA processes pay nothing. */
+ * Runs at the first interposed call, so non-CUDA processes pay nothing but one lookup at load. */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -62,6 +62,18 @@ static void uvmc_check_shadowed(void)
                  info.dli_fname);
 }
 
+/* intercept_dlsym = on once meant libuvmchunk.so's own dlsym export; that export is now the
+ * opt-in libuvmchunk-dlsym.so (dlsym.c), and the key only says whether it was expected. */
+static void uvmc_check_static_runtime_support(void)
+{
+    void *h = dlopen("libuvmchunk-dlsym.so", RTLD_LAZY | RTLD_NOLOAD);
+    if (h)
+        dlclose(h); /* drops only the reference NOLOAD took */
+    else
+        uvmc_log(UVMC_LOG_WARN, "intercept_dlsym = on needs libuvmchunk-dlsym.so preloaded before libuvmchunk.so "
+                                "(uvmchunk-run --static-runtime); statically linked runtimes are not caught");
+}
+
 static void uvmc_do_init(void)
 {
     struct uvmc_config cfg;
@@ -77,12 +89,24 @@ static void uvmc_do_init(void)
         uvmc_log(UVMC_LOG_INFO, "%s (pid %d)", desc, (int)getpid());
     }
     uvmc_check_shadowed();
+    if (cfg.intercept_dlsym)
+        uvmc_check_static_runtime_support();
     atomic_store_explicit(&uvmc_initialized, true, memory_order_release);
 }
 
 void uvmc_init_slow(void)
 {
     pthread_once(&uvmc_once, uvmc_do_init);
+}
+
+/* The one thing done at load: an object loaded earlier that defines cudaMemcpyAsync takes every
+ * call, so the first interposed call, which would initialise the library and say so, never comes.
+ * Then the library initialises now (and warns); otherwise it waits for that call. */
+__attribute__((constructor)) static void uvmc_load(void)
+{
+    void *fn = uvmc_real_dlsym()(RTLD_DEFAULT, "cudaMemcpyAsync");
+    if (fn && !uvmc_is_ours(fn))
+        uvmc_init();
 }
 
 /* Runs at exit (the library is never unloaded before that). */

@@ -12,6 +12,31 @@
 struct uvmc_real uvmc_real;
 struct uvmc_driver uvmc_drv;
 
+/* glibc's own dlsym, found with dlvsym: the library's own lookups never go through another
+ * object's dlsym (libuvmchunk-dlsym.so's, or an interposer's). Its version: GLIBC_2.34 since glibc
+ * 2.34; before, the architecture's first (x86-64 GLIBC_2.2.5, aarch64 GLIBC_2.17). Where none
+ * answers, the dlsym this library is linked to (the process's first), never NULL. */
+uvmc_dlsym_fn uvmc_real_dlsym(void)
+{
+    static const char *const versions[] = {"GLIBC_2.34",
+#if defined(__x86_64__)
+                                           "GLIBC_2.2.5",
+#elif defined(__aarch64__)
+                                           "GLIBC_2.17",
+#endif
+                                           NULL};
+    static _Atomic(uvmc_dlsym_fn) real;
+    uvmc_dlsym_fn fn = atomic_load_explicit(&real, memory_order_acquire);
+    if (UVMC_UNLIKELY(!fn)) {
+        for (size_t i = 0; !fn && versions[i]; i++)
+            fn = (uvmc_dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", versions[i]);
+        if (!fn)
+            fn = dlsym;
+        atomic_store_explicit(&real, fn, memory_order_release);
+    }
+    return fn;
+}
+
 /* Libraries that may define a real function, newest first. Runtimes export each name under a
  * version node named after their SONAME (BRIEF §2); the driver's names are unversioned. */
 static const char *const uvmc_runtime_sonames[] = {"libcudart.so.13", "libcudart.so.12", NULL};
@@ -166,18 +191,6 @@ bool uvmc_driver_ready(void)
 /* Held across fork() so the child never inherits it locked by a thread that does not exist there. */
 void uvmc_resolve_atfork_prepare(void) { pthread_mutex_lock(&uvmc_resolve_lock); }
 void uvmc_resolve_atfork_release(void) { pthread_mutex_unlock(&uvmc_resolve_lock); }
-
-void uvmc_resolve_adopt(const char *name, void *fn)
-{
-    if (!fn || uvmc_is_ours(fn))
-        return;
-    pthread_mutex_lock(&uvmc_resolve_lock);
-    if (!strcmp(name, "cuGetProcAddress_v2") && !uvmc_real.cuGetProcAddress_v2)
-        *(void **)&uvmc_real.cuGetProcAddress_v2 = fn;
-    else if (!strcmp(name, "cuGetProcAddress") && !uvmc_real.cuGetProcAddress)
-        *(void **)&uvmc_real.cuGetProcAddress = fn;
-    pthread_mutex_unlock(&uvmc_resolve_lock);
-}
 
 void uvmc_report_missing(const char *name)
 {

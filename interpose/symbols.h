@@ -104,10 +104,6 @@
     X(cuMemcpyAtoHAsync_v2, cuMemcpyAtoHAsync_v2, DRIVER) \
     X(cuMemcpyAtoHAsync_v2_ptsz, cuMemcpyAtoHAsync_v2, DRIVER)
 
-/* One more export is not in this table: dlsym (x86-64 only), an assembly stub that must jump to
- * glibc's with the caller's return address intact (dlsym_x86_64.S, dlsym.c); CMake adds it to the
- * export list. */
-
 /* Runtime functions called but never interposed: X(name). Resolved like the interposed ones. */
 #define UVMC_RUNTIME_CALLED(X) \
     X(cudaGetDevice)           \

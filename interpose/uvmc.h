@@ -1,5 +1,5 @@
 /* uvmc.h: internal declarations shared by the files of the preload library.
- * Everything here has hidden visibility; only the UVMC_INTERPOSED wrappers (and dlsym) are exported. */
+ * Everything here has hidden visibility; only the UVMC_INTERPOSED wrappers are exported. */
 #ifndef UVMC_H
 #define UVMC_H
 
@@ -86,9 +86,6 @@ void uvmc_resolve_atfork_prepare(void);
 void uvmc_resolve_atfork_release(void);
 /* True when fn lies in this library. */
 bool uvmc_is_ours(void *fn);
-/* Records fn as the real `name` if none was found yet and fn is not ours (dlsym.c hands back our
- * wrapper in its place). */
-void uvmc_resolve_adopt(const char *name, void *fn);
 /* Logs once that the real `name` cannot be found; the wrapper then fails the call. */
 void uvmc_report_missing(const char *name);
 
@@ -209,9 +206,8 @@ void uvmc_unrelax(struct uvmc_relaxed r);
         uvmc_small_ = true;                                                                   \
     }
 
-/* ---- dlsym.c ---- */
+/* ---- resolve.c: glibc's dlsym, through which every lookup of the library's own goes ---- */
 typedef void *(*uvmc_dlsym_fn)(void *, const char *);
-/* glibc's dlsym: every lookup of the library's own goes through it, never through ours. */
 uvmc_dlsym_fn uvmc_real_dlsym(void);
 
 /* ---- log.c ---- */
