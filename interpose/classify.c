@@ -171,15 +171,15 @@ static void uvmc_pick_mode(struct uvmc_copy *c, bool host_candidate, int idle)
                  c->drained ? ", stream drained" : "");
 }
 
-bool uvmc_thread_context(bool runtime)
+bool uvmc_thread_context(const struct uvmc_rt *rt)
 {
     CUcontext ctx = NULL;
     if (uvmc_driver_ready() && uvmc_drv.cuCtxGetCurrent(&ctx) == CUDA_SUCCESS && ctx)
         return true;
     int dev = 0;
     /* A failure here (a forked child, no device) is the real call's to report: pass through. */
-    if (!runtime || !uvmc_real.cudaGetDevice || !uvmc_real.cudaSetDevice ||
-        uvmc_real.cudaGetDevice(&dev) != cudaSuccess || uvmc_real.cudaSetDevice(dev) != cudaSuccess)
+    if (!rt || !rt->cudaGetDevice || !rt->cudaSetDevice || rt->cudaGetDevice(&dev) != cudaSuccess ||
+        rt->cudaSetDevice(dev) != cudaSuccess)
         return false;
     return uvmc_driver_ready() && uvmc_drv.cuCtxGetCurrent(&ctx) == CUDA_SUCCESS && ctx;
 }
@@ -188,7 +188,7 @@ bool uvmc_classify(struct uvmc_copy *c, struct uvmc_relaxed *mode)
 {
     if (c->kind != cudaMemcpyDeviceToHost && c->kind != cudaMemcpyDefault)
         return false;
-    if (!c->dst || !c->src || !uvmc_thread_context(c->api->runtime) || !c->api->ready())
+    if (!c->dst || !c->src || !uvmc_thread_context(c->rt) || !c->api->ready(c))
         return false;
     *mode = uvmc_relax();
     c->hstream = uvmc_explicit_stream(c);
@@ -216,7 +216,7 @@ bool uvmc_classify(struct uvmc_copy *c, struct uvmc_relaxed *mode)
         if (!idle && host && uvmc_stream_drained(c)) {
             c->drained = true;
         } else if (!idle) {
-            if (!uvmc_lazy_pin(c->dst, c->count, c->api->runtime))
+            if (!uvmc_lazy_pin(c->dst, c->count, c->rt))
                 return false;
             c->dst_pinned = true;
         }

@@ -100,7 +100,7 @@ static void uvmc_host_part(const struct uvmc_copy *c, const struct uvmc_plan *p,
  * the wait sleeps), or the whole stream when there is none. */
 static int uvmc_wait(const struct uvmc_copy *c, CUevent ev)
 {
-    return ev ? c->api->event_sync(ev) : c->api->stream_sync(c->hstream);
+    return ev ? c->api->event_sync(c, ev) : c->api->stream_sync(c, c->hstream);
 }
 
 /* An asynchronous copy into pinned memory: queued, returned at once (a stream the caller gates on
@@ -253,8 +253,8 @@ int uvmc_large_copy(struct uvmc_copy *c)
     } else {
         uvmc_unrelax(mode);
         uvmc_tls_busy--; /* any other use pins a lazy buffer before the call proceeds */
-        uvmc_lazy_use(c->dst, c->count, c->api->runtime);
-        uvmc_lazy_use(c->src, c->count, c->api->runtime);
+        uvmc_lazy_use(c->dst, c->count, c->rt);
+        uvmc_lazy_use(c->src, c->count, c->rt);
         uvmc_tls_busy++;
         atomic_fetch_add_explicit(c->small ? &uvmc_stats.passed_small : &uvmc_stats.passed_large, 1,
                                   memory_order_relaxed);

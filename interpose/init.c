@@ -81,7 +81,7 @@ static void uvmc_do_init(void)
     uvmc_cfg = cfg;
     uvmc_hot_threshold = cfg.enabled ? cfg.threshold : SIZE_MAX;
     if (!uvmc_resolve_real())
-        uvmc_log(UVMC_LOG_DEBUG, "CUDA runtime not found yet; resolution is retried at each call");
+        uvmc_log(UVMC_LOG_DEBUG, "CUDA driver not found yet; resolution is retried at each call");
     pthread_atfork(uvmc_atfork_prepare, uvmc_atfork_parent, uvmc_atfork_child);
     if (UVMC_LOG_ON(UVMC_LOG_INFO)) {
         char desc[512];

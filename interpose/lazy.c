@@ -222,7 +222,7 @@ static struct uvmc_lazy *uvmc_first_watched_locked(uintptr_t a, uintptr_t b)
 
 /* Converts every watched buffer overlapping [p, p+n); true when none is left pageable. A buffer
  * another thread is converting is waited for (on the condition variable, the lock released). */
-static bool uvmc_pin_range(const void *p, size_t n, bool runtime)
+static bool uvmc_pin_range(const void *p, size_t n, const struct uvmc_rt *rt)
 {
     uintptr_t a = (uintptr_t)p, b = uvmc_end(p, n);
     pthread_mutex_lock(&uvmc_lazy_lock);
@@ -233,7 +233,7 @@ static bool uvmc_pin_range(const void *p, size_t n, bool runtime)
     /* A registration needs a current context: the runtime sets one up as the caller's runtime call
      * would; a driver caller's thread with none keeps the buffer as it is, and the real call then
      * gives its own answer. */
-    if (!uvmc_thread_context(runtime))
+    if (!uvmc_thread_context(rt))
         return false;
     bool all = true;
     pthread_mutex_lock(&uvmc_lazy_lock);
@@ -261,18 +261,18 @@ static bool uvmc_pin_range(const void *p, size_t n, bool runtime)
     return all;
 }
 
-void uvmc_lazy_touch(const void *p, size_t n, bool runtime)
+void uvmc_lazy_touch(const void *p, size_t n, const struct uvmc_rt *rt)
 {
     if (uvmc_tls_busy) /* the library's own calls: its staging and blocks never decide anything */
         return;
     uvmc_tls_busy++;
-    uvmc_pin_range(p, n, runtime);
+    uvmc_pin_range(p, n, rt);
     uvmc_tls_busy--;
 }
 
-bool uvmc_lazy_pin(const void *p, size_t n, bool runtime)
+bool uvmc_lazy_pin(const void *p, size_t n, const struct uvmc_rt *rt)
 {
-    return uvmc_pin_range(p, n, runtime);
+    return uvmc_pin_range(p, n, rt);
 }
 
 bool uvmc_lazy_watched(const void *p, size_t n)

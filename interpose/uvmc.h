@@ -29,13 +29,45 @@
 
 /* The _ptds/_ptsz names are not declared unless the whole build uses per-thread default streams;
  * declare every interposed name with its prototype's type, so a wrapper of another type cannot
- * build, and check it again explicitly. */
-#define UVMC_DECLARE(name, proto, lib)                                                   \
+ * build, and check it again explicitly. Driver names are exported as they are (libcuda has no
+ * symbol versions). */
+#define UVMC_DECLARE(name, proto, lib) UVMC_DECLARE_##lib(name, proto)
+#define UVMC_DECLARE_DRIVER(name, proto)                                                 \
     extern __typeof__(proto) name UVMC_EXPORT;                                           \
     _Static_assert(__builtin_types_compatible_p(__typeof__(&name), __typeof__(&proto)), \
                    #name " must have the type of " #proto);
+#define UVMC_DECLARE_RUNTIME(name, proto)
 UVMC_INTERPOSED(UVMC_DECLARE)
-#undef UVMC_DECLARE
+
+/* Runtime names are exported once per CUDA major, under the runtime's own version nodes: a
+ * reference to cudaMemcpyAsync@libcudart.so.12 (a CUDA 12 extension) reaches the wrapper that
+ * forwards to libcudart.so.12, one to @libcudart.so.13 (or a lookup by plain name: the default)
+ * the one that forwards to libcudart.so.13. An unversioned definition would satisfy both (glibc
+ * accepts it for a versioned reference) and send one caller's calls to the other's runtime. The
+ * files of runtime entry points are compiled once per major with UVMC_RT_MAJOR set (CMake): each
+ * wrapper is defined as UVMC_RT_FN(name), preceded by UVMC_RT_SYMVER(name), and calls through the
+ * table of its major, UVMC_RT_TABLE. */
+#define UVMC_CAT_(a, b, c) a##b##c
+#define UVMC_CAT(a, b, c) UVMC_CAT_(a, b, c)
+#define UVMC_STR_(x) #x
+#define UVMC_STR(x) UVMC_STR_(x)
+#ifdef UVMC_RT_MAJOR
+#define UVMC_RT_TABLE UVMC_CAT(uvmc_rt, UVMC_RT_MAJOR, )
+#define UVMC_RT_FN(name) UVMC_CAT(uvmc_rt, UVMC_RT_MAJOR, _##name)
+#if UVMC_RT_MAJOR == 13
+#define UVMC_RT_VERSION "@@libcudart.so.13" /* the default: lookups by plain name get it */
+#else
+#define UVMC_RT_VERSION "@libcudart.so.12"
+#endif
+#define UVMC_RT_SYMVER(name) __asm__(".symver " UVMC_STR(UVMC_RT_FN(name)) ", " #name UVMC_RT_VERSION);
+#define UVMC_DECLARE_RT(name, proto, lib) UVMC_DECLARE_RT_##lib(name, proto)
+#define UVMC_DECLARE_RT_RUNTIME(name, proto)                                                       \
+    extern __typeof__(proto) UVMC_RT_FN(name) UVMC_EXPORT;                                          \
+    _Static_assert(__builtin_types_compatible_p(__typeof__(&UVMC_RT_FN(name)), __typeof__(&proto)), \
+                   #name " must have the type of " #proto);
+#define UVMC_DECLARE_RT_DRIVER(name, proto)
+UVMC_INTERPOSED(UVMC_DECLARE_RT)
+#endif
 
 /* ---- init.c: one-time initialisation and the immutable configuration ---- */
 
@@ -59,15 +91,30 @@ extern _Thread_local unsigned uvmc_tls_busy __attribute__((tls_model("initial-ex
 
 /* ---- resolve.c: the real functions ---- */
 
+/* The driver's interposed names (one libcuda in a process). */
 struct uvmc_real {
-#define UVMC_REAL_FIELD(name, proto, lib) __typeof__(&proto) name;
+#define UVMC_REAL_FIELD(name, proto, lib) UVMC_REAL_FIELD_##lib(name, proto)
+#define UVMC_REAL_FIELD_DRIVER(name, proto) __typeof__(&proto) name;
+#define UVMC_REAL_FIELD_RUNTIME(name, proto)
     UVMC_INTERPOSED(UVMC_REAL_FIELD)
-#undef UVMC_REAL_FIELD
+};
+extern struct uvmc_real uvmc_real;
+
+/* One runtime's functions: those interposed and those called. uvmc_rt12 and uvmc_rt13 hold
+ * libcudart.so.12's and .13's (found by their version node), uvmc_rt0 a runtime built without
+ * symbol versions (found by plain name). */
+struct uvmc_rt {
+#define UVMC_RT_FIELD(name, proto, lib) UVMC_RT_FIELD_##lib(name, proto)
+#define UVMC_RT_FIELD_RUNTIME(name, proto) __typeof__(&proto) name;
+#define UVMC_RT_FIELD_DRIVER(name, proto)
+    UVMC_INTERPOSED(UVMC_RT_FIELD)
 #define UVMC_CALLED_FIELD(name) __typeof__(&name) name;
     UVMC_RUNTIME_CALLED(UVMC_CALLED_FIELD)
 #undef UVMC_CALLED_FIELD
+    const char *node;               /* version node and SONAME ("libcudart.so.13"); NULL: plain names */
+    unsigned long long tried_at;    /* loaded-objects count at the last lookup of what is missing */
 };
-extern struct uvmc_real uvmc_real;
+extern struct uvmc_rt uvmc_rt12, uvmc_rt13, uvmc_rt0;
 
 struct uvmc_driver {
 #define UVMC_DRIVER_FIELD(name, version, type, required) type name;
@@ -76,9 +123,14 @@ struct uvmc_driver {
 };
 extern struct uvmc_driver uvmc_drv;
 
-/* Resolves every real function still missing; returns true when all interposed ones are found.
- * Safe to call again (a runtime loaded later is found then). */
+/* Resolves every real driver function still missing; returns true when all interposed ones are
+ * found. Safe to call again (a driver loaded later is found then). */
 bool uvmc_resolve_real(void);
+/* The runtime a wrapper of own's major calls for the runtime function at offset `field` of struct
+ * uvmc_rt: own, once that function is found there (looked up again only after more objects were
+ * loaded); else, for the default major (13, which also answers lookups by plain name), the runtime
+ * that is there: libcudart.so.12, or one without versions. NULL when none has it. */
+const struct uvmc_rt *uvmc_rt_fallback(struct uvmc_rt *own, size_t field);
 /* True once the driver functions are usable. Never loads libcuda: while no CUDA driver is in the
  * process there can be no managed memory, so the caller passes the copy through and asks again. */
 bool uvmc_driver_ready(void);
@@ -89,13 +141,22 @@ bool uvmc_is_ours(void *fn);
 /* Logs once that the real `name` cannot be found; the wrapper then fails the call. */
 void uvmc_report_missing(const char *name);
 
-/* Start of every wrapper: init, then make sure the real function is there, else fail the call
- * the way a missing library would (there is nothing to pass it through to). */
+/* Start of every driver wrapper: init, then make sure the real function is there, else fail the
+ * call the way a missing library would (there is nothing to pass it through to). */
 #define UVMC_REAL_OR_RETURN(name, missing)                                               \
     uvmc_init();                                                                         \
     if (UVMC_UNLIKELY(!uvmc_real.name) && !uvmc_resolve_real() && !uvmc_real.name) {     \
         uvmc_report_missing(#name);                                                      \
         return missing;                                                                  \
+    }
+
+/* The same for a runtime wrapper: `rt` is then the runtime it calls (its own major's). */
+#define UVMC_RT_OR_RETURN(name, missing)                                                       \
+    uvmc_init();                                                                               \
+    const struct uvmc_rt *rt = &UVMC_RT_TABLE;                                                  \
+    if (UVMC_UNLIKELY(!rt->name) && !(rt = uvmc_rt_fallback(&UVMC_RT_TABLE, offsetof(struct uvmc_rt, name)))) { \
+        uvmc_report_missing(#name);                                                            \
+        return missing;                                                                        \
     }
 
 /* ---- lazy.c: lazily pinned buffers (hostalloc.c serves them, every observed use decides) ---- */
@@ -139,22 +200,22 @@ static inline bool uvmc_lazy_maybe2(const void *a, const void *b, size_t n)
         return false;
     return uvmc_lazy_maybe(a, n) || uvmc_lazy_maybe(b, n);
 }
-/* Converts every watched buffer overlapping [p, p+n) into pinned memory (slow path). runtime: the
- * use came through the runtime, which may set up the thread's context first (a driver call gets
- * exactly what the real one gives a thread without one). Nothing when the library itself is the
- * caller (uvmc_tls_busy). */
-void uvmc_lazy_touch(const void *p, size_t n, bool runtime);
+/* Converts every watched buffer overlapping [p, p+n) into pinned memory (slow path). rt: the use
+ * came through that runtime, which may set up the thread's context first; NULL: through the
+ * driver (which gets exactly what the real call gives a thread without one). Nothing when the
+ * library itself is the caller (uvmc_tls_busy). */
+void uvmc_lazy_touch(const void *p, size_t n, const struct uvmc_rt *rt);
 /* Any use of [p, p+n) but a split copy's destination: pinned memory first. */
-static inline void uvmc_lazy_use(const void *p, size_t n, bool runtime)
+static inline void uvmc_lazy_use(const void *p, size_t n, const struct uvmc_rt *rt)
 {
     if (UVMC_UNLIKELY(uvmc_lazy_maybe(p, n)))
-        uvmc_lazy_touch(p, n, runtime);
+        uvmc_lazy_touch(p, n, rt);
 }
 /* True when [p, p+n) overlaps a watched buffer: pinned memory as far as the program knows. */
 bool uvmc_lazy_watched(const void *p, size_t n);
 /* The copy path's own conversion of its destination (whatever uvmc_tls_busy says): true when
  * every watched buffer overlapping [p, p+n) is pinned now. */
-bool uvmc_lazy_pin(const void *p, size_t n, bool runtime);
+bool uvmc_lazy_pin(const void *p, size_t n, const struct uvmc_rt *rt);
 /* [p, p+n) is the destination of a split copy out of managed memory: an undecided buffer there
  * stays pageable, and watched, until its next other use. */
 void uvmc_lazy_claim(const void *p, size_t n);
@@ -189,22 +250,36 @@ struct uvmc_relaxed {
 struct uvmc_relaxed uvmc_relax(void);
 void uvmc_unrelax(struct uvmc_relaxed r);
 
-/* The hot path every copy wrapper shares (runtime.c, driver.c): init and resolve, then one
+/* The hot path every copy wrapper shares (runtime.c, driver.c), after its *_OR_RETURN: one
  * comparison; below the threshold (or beneath the library's own path) the real call, counted only
  * when stats = on, unless the copy touches a lazily pinned buffer whose first use is still to come
  * (one more load and comparison while there is none): such a copy continues, marked small, on the
  * large-copy path, which pins the buffer first. The wrapper continues with the large-copy path. */
-#define UVMC_PASS_SMALL_COPY(name, missing, dstp, srcp, ...)                                  \
-    UVMC_REAL_OR_RETURN(name, missing);                                                       \
+#define UVMC_PASS_SMALL_COPY(real, dstp, srcp, ...)                                           \
     bool uvmc_small_ = false;                                                                 \
     if (UVMC_LIKELY(count < uvmc_hot_threshold) || uvmc_tls_busy) {                           \
         if (UVMC_LIKELY(!uvmc_lazy_maybe2((dstp), (srcp), count)) || uvmc_tls_busy) {         \
             if (UVMC_UNLIKELY(uvmc_cfg.stats))                                                \
                 atomic_fetch_add_explicit(&uvmc_stats.passed_small, 1, memory_order_relaxed); \
-            return uvmc_real.name(__VA_ARGS__);                                               \
+            return real(__VA_ARGS__);                                                         \
         }                                                                                     \
         uvmc_small_ = true;                                                                   \
     }
+
+/* The bytes a pitched range spans from its base: conservative, a wider range only pins sooner. */
+static inline size_t uvmc_pitched(size_t pitch, size_t x, size_t y, size_t width, size_t rows)
+{
+    return rows ? pitch * (y + rows - 1) + x + width : 0;
+}
+
+/* An observing wrapper (observe.c, runtime_observe.c): note the uses, then the real call with the
+ * caller's arguments. */
+#define UVMC_OBSERVE_AND_CALL(real, uses, ...) \
+    uses;                                      \
+    return real(__VA_ARGS__);
+
+/* procaddr.c: an entry point the real query returned, or our wrapper of exactly that ABI. */
+void *uvmc_wrap_entry_point(void *fn);
 
 /* ---- resolve.c: glibc's dlsym, through which every lookup of the library's own goes ---- */
 typedef void *(*uvmc_dlsym_fn)(void *, const char *);
@@ -266,13 +341,12 @@ struct uvmc_copy;
  * (driver), 0 meaning success, so each caller gets the code type and last-error state its own
  * API gives. */
 struct uvmc_api {
-    bool runtime; /* the runtime's entry points (else the driver's) */
     /* True when every real function the split path needs is there. */
-    bool (*ready)(void);
+    bool (*ready)(const struct uvmc_copy *c);
     /* One stream-ordered copy of a block, through the asynchronous form of the caller's entry. */
     int (*block)(const struct uvmc_copy *c, void *dst, const void *src, size_t len);
-    int (*event_sync)(CUevent ev);
-    int (*stream_sync)(CUstream stream);
+    int (*event_sync)(const struct uvmc_copy *c, CUevent ev);
+    int (*stream_sync)(const struct uvmc_copy *c, CUstream stream);
     /* The unmodified call, exactly as the caller made it. */
     int (*passthrough)(const struct uvmc_copy *c);
 };
@@ -287,6 +361,7 @@ enum uvmc_mode {
 
 struct uvmc_copy {
     const struct uvmc_api *api;
+    const struct uvmc_rt *rt;     /* the caller's runtime; NULL for a driver entry point */
     int entry;                    /* which entry point, for api->block and api->passthrough */
     bool sync;                    /* a synchronous entry: returns after the last byte landed */
     bool per_thread;              /* a _ptds/_ptsz entry: stream 0 is the per-thread stream */
@@ -309,11 +384,11 @@ struct uvmc_copy {
 /* A copy at or above the threshold: classify, then split or pass through; counts it. */
 int uvmc_large_copy(struct uvmc_copy *c);
 
-/* True when this thread has a current context. For runtime entry points (runtime = true) the
- * runtime is first asked to set one up, as the unmodified call would (cudaGetDevice +
- * cudaSetDevice); the driver's entry points get exactly what the real call gives a thread
+/* True when this thread has a current context. For runtime entry points (rt, the caller's
+ * runtime) the runtime is first asked to set one up, as the unmodified call would (cudaGetDevice +
+ * cudaSetDevice); the driver's entry points (rt NULL) get exactly what the real call gives a thread
  * without one, so they only look. */
-bool uvmc_thread_context(bool runtime);
+bool uvmc_thread_context(const struct uvmc_rt *rt);
 
 /* True when the copy must be split: kind, capture state, source inside one managed allocation, host
  * destination (see BRIEF §2, §3, §8); then picks its mode. Makes only driver calls, which never
