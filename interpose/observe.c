@@ -51,6 +51,45 @@ static void uvmc_use_3d_drv(const CUDA_MEMCPY3D *p)
     UVMC_USE_3D_DRV(p);
 }
 
+static void uvmc_use_3d_peer_drv(const CUDA_MEMCPY3D_PEER *p)
+{
+    UVMC_USE_3D_DRV(p);
+}
+
+/* Batch copies (CUDA 12.8+): every pair; nothing looked at while no lazy buffer waits. */
+static void uvmc_use_batch_drv(const CUdeviceptr *dsts, const CUdeviceptr *srcs, const size_t *sizes, size_t count)
+{
+    if (uvmc_lazy_none() || !dsts || !srcs || !sizes)
+        return;
+    for (size_t i = 0; i < count; i++) {
+        uvmc_lazy_use((const void *)(uintptr_t)dsts[i], sizes[i], NULL);
+        uvmc_lazy_use((const void *)(uintptr_t)srcs[i], sizes[i], NULL);
+    }
+}
+
+/* A pointer operand of a 3-D batch copy (as runtime_observe.c's: bytes between pointers, at most
+ * 16 per element against an array). */
+static void uvmc_use_operand_drv(const CUmemcpy3DOperand *o, const CUmemcpy3DOperand *other, const CUextent3D *e)
+{
+    if (o->type != CU_MEMCPY_OPERAND_TYPE_POINTER || !e->width || !e->height || !e->depth)
+        return;
+    size_t row = o->op.ptr.rowLength ? o->op.ptr.rowLength : e->width;
+    size_t layer = o->op.ptr.layerHeight ? o->op.ptr.layerHeight : e->height;
+    size_t elem = other->type == CU_MEMCPY_OPERAND_TYPE_ARRAY ? 16 : 1;
+    uvmc_lazy_use((const void *)(uintptr_t)o->op.ptr.ptr,
+                  elem * (row * layer * (e->depth - 1) + row * (e->height - 1) + e->width), NULL);
+}
+
+static void uvmc_use_batch_3d_drv(size_t numOps, const CUDA_MEMCPY3D_BATCH_OP *ops)
+{
+    if (uvmc_lazy_none() || !ops)
+        return;
+    for (size_t i = 0; i < numOps; i++) {
+        uvmc_use_operand_drv(&ops[i].src, &ops[i].dst, &ops[i].extent);
+        uvmc_use_operand_drv(&ops[i].dst, &ops[i].src, &ops[i].extent);
+    }
+}
+
 /* One wrapper: resolve, note the uses, then the real call with the caller's arguments. */
 #define UVMC_OBSERVED(name, uses, ...)                                \
     UVMC_REAL_OR_RETURN(name, CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND) \
@@ -210,3 +249,205 @@ CUresult cuMemcpyAtoHAsync_v2_ptsz(void *dstHost, CUarray srcArray, size_t srcOf
                   ByteCount, hStream)
 }
 
+/* ---- memsets (the legacy 32-bit forms cannot address a lazy buffer), peer and batch copies */
+
+CUresult cuMemsetD8_v2(CUdeviceptr dstDevice, unsigned char uc, size_t N)
+{
+    UVMC_OBSERVED(cuMemsetD8_v2, DUSE(dstDevice, N), dstDevice, uc, N)
+}
+CUresult cuMemsetD8_v2_ptds(CUdeviceptr dstDevice, unsigned char uc, size_t N)
+{
+    UVMC_OBSERVED(cuMemsetD8_v2_ptds, DUSE(dstDevice, N), dstDevice, uc, N)
+}
+CUresult cuMemsetD16_v2(CUdeviceptr dstDevice, unsigned short us, size_t N)
+{
+    UVMC_OBSERVED(cuMemsetD16_v2, DUSE(dstDevice, 2 * N), dstDevice, us, N)
+}
+CUresult cuMemsetD16_v2_ptds(CUdeviceptr dstDevice, unsigned short us, size_t N)
+{
+    UVMC_OBSERVED(cuMemsetD16_v2_ptds, DUSE(dstDevice, 2 * N), dstDevice, us, N)
+}
+CUresult cuMemsetD32_v2(CUdeviceptr dstDevice, unsigned int ui, size_t N)
+{
+    UVMC_OBSERVED(cuMemsetD32_v2, DUSE(dstDevice, 4 * N), dstDevice, ui, N)
+}
+CUresult cuMemsetD32_v2_ptds(CUdeviceptr dstDevice, unsigned int ui, size_t N)
+{
+    UVMC_OBSERVED(cuMemsetD32_v2_ptds, DUSE(dstDevice, 4 * N), dstDevice, ui, N)
+}
+CUresult cuMemsetD8Async(CUdeviceptr dstDevice, unsigned char uc, size_t N, CUstream hStream)
+{
+    UVMC_OBSERVED(cuMemsetD8Async, DUSE(dstDevice, N), dstDevice, uc, N, hStream)
+}
+CUresult cuMemsetD8Async_ptsz(CUdeviceptr dstDevice, unsigned char uc, size_t N, CUstream hStream)
+{
+    UVMC_OBSERVED(cuMemsetD8Async_ptsz, DUSE(dstDevice, N), dstDevice, uc, N, hStream)
+}
+CUresult cuMemsetD16Async(CUdeviceptr dstDevice, unsigned short us, size_t N, CUstream hStream)
+{
+    UVMC_OBSERVED(cuMemsetD16Async, DUSE(dstDevice, 2 * N), dstDevice, us, N, hStream)
+}
+CUresult cuMemsetD16Async_ptsz(CUdeviceptr dstDevice, unsigned short us, size_t N, CUstream hStream)
+{
+    UVMC_OBSERVED(cuMemsetD16Async_ptsz, DUSE(dstDevice, 2 * N), dstDevice, us, N, hStream)
+}
+CUresult cuMemsetD32Async(CUdeviceptr dstDevice, unsigned int ui, size_t N, CUstream hStream)
+{
+    UVMC_OBSERVED(cuMemsetD32Async, DUSE(dstDevice, 4 * N), dstDevice, ui, N, hStream)
+}
+CUresult cuMemsetD32Async_ptsz(CUdeviceptr dstDevice, unsigned int ui, size_t N, CUstream hStream)
+{
+    UVMC_OBSERVED(cuMemsetD32Async_ptsz, DUSE(dstDevice, 4 * N), dstDevice, ui, N, hStream)
+}
+
+#define SET_2D(name, elem, ...) \
+    UVMC_OBSERVED(name, DUSE(dstDevice, uvmc_pitched(dstPitch, 0, 0, (elem) * Width, Height)), __VA_ARGS__)
+CUresult cuMemsetD2D8_v2(CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc, size_t Width, size_t Height)
+{
+    SET_2D(cuMemsetD2D8_v2, 1, dstDevice, dstPitch, uc, Width, Height)
+}
+CUresult cuMemsetD2D8_v2_ptds(CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc, size_t Width, size_t Height)
+{
+    SET_2D(cuMemsetD2D8_v2_ptds, 1, dstDevice, dstPitch, uc, Width, Height)
+}
+CUresult cuMemsetD2D16_v2(CUdeviceptr dstDevice, size_t dstPitch, unsigned short us, size_t Width, size_t Height)
+{
+    SET_2D(cuMemsetD2D16_v2, 2, dstDevice, dstPitch, us, Width, Height)
+}
+CUresult cuMemsetD2D16_v2_ptds(CUdeviceptr dstDevice, size_t dstPitch, unsigned short us, size_t Width, size_t Height)
+{
+    SET_2D(cuMemsetD2D16_v2_ptds, 2, dstDevice, dstPitch, us, Width, Height)
+}
+CUresult cuMemsetD2D32_v2(CUdeviceptr dstDevice, size_t dstPitch, unsigned int ui, size_t Width, size_t Height)
+{
+    SET_2D(cuMemsetD2D32_v2, 4, dstDevice, dstPitch, ui, Width, Height)
+}
+CUresult cuMemsetD2D32_v2_ptds(CUdeviceptr dstDevice, size_t dstPitch, unsigned int ui, size_t Width, size_t Height)
+{
+    SET_2D(cuMemsetD2D32_v2_ptds, 4, dstDevice, dstPitch, ui, Width, Height)
+}
+CUresult cuMemsetD2D8Async(CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc, size_t Width, size_t Height,
+                           CUstream hStream)
+{
+    SET_2D(cuMemsetD2D8Async, 1, dstDevice, dstPitch, uc, Width, Height, hStream)
+}
+CUresult cuMemsetD2D8Async_ptsz(CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc, size_t Width, size_t Height,
+                                CUstream hStream)
+{
+    SET_2D(cuMemsetD2D8Async_ptsz, 1, dstDevice, dstPitch, uc, Width, Height, hStream)
+}
+CUresult cuMemsetD2D16Async(CUdeviceptr dstDevice, size_t dstPitch, unsigned short us, size_t Width, size_t Height,
+                            CUstream hStream)
+{
+    SET_2D(cuMemsetD2D16Async, 2, dstDevice, dstPitch, us, Width, Height, hStream)
+}
+CUresult cuMemsetD2D16Async_ptsz(CUdeviceptr dstDevice, size_t dstPitch, unsigned short us, size_t Width,
+                                 size_t Height, CUstream hStream)
+{
+    SET_2D(cuMemsetD2D16Async_ptsz, 2, dstDevice, dstPitch, us, Width, Height, hStream)
+}
+CUresult cuMemsetD2D32Async(CUdeviceptr dstDevice, size_t dstPitch, unsigned int ui, size_t Width, size_t Height,
+                            CUstream hStream)
+{
+    SET_2D(cuMemsetD2D32Async, 4, dstDevice, dstPitch, ui, Width, Height, hStream)
+}
+CUresult cuMemsetD2D32Async_ptsz(CUdeviceptr dstDevice, size_t dstPitch, unsigned int ui, size_t Width, size_t Height,
+                                 CUstream hStream)
+{
+    SET_2D(cuMemsetD2D32Async_ptsz, 4, dstDevice, dstPitch, ui, Width, Height, hStream)
+}
+
+CUresult cuMemcpyPeer(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice, CUcontext srcContext,
+                      size_t ByteCount)
+{
+    UVMC_OBSERVED(cuMemcpyPeer, (DUSE(dstDevice, ByteCount), DUSE(srcDevice, ByteCount)), dstDevice, dstContext,
+                  srcDevice, srcContext, ByteCount)
+}
+CUresult cuMemcpyPeer_ptds(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice, CUcontext srcContext,
+                           size_t ByteCount)
+{
+    UVMC_OBSERVED(cuMemcpyPeer_ptds, (DUSE(dstDevice, ByteCount), DUSE(srcDevice, ByteCount)), dstDevice, dstContext,
+                  srcDevice, srcContext, ByteCount)
+}
+CUresult cuMemcpyPeerAsync(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice, CUcontext srcContext,
+                           size_t ByteCount, CUstream hStream)
+{
+    UVMC_OBSERVED(cuMemcpyPeerAsync, (DUSE(dstDevice, ByteCount), DUSE(srcDevice, ByteCount)), dstDevice, dstContext,
+                  srcDevice, srcContext, ByteCount, hStream)
+}
+CUresult cuMemcpyPeerAsync_ptsz(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice,
+                                CUcontext srcContext, size_t ByteCount, CUstream hStream)
+{
+    UVMC_OBSERVED(cuMemcpyPeerAsync_ptsz, (DUSE(dstDevice, ByteCount), DUSE(srcDevice, ByteCount)), dstDevice,
+                  dstContext, srcDevice, srcContext, ByteCount, hStream)
+}
+CUresult cuMemcpy3DPeer(const CUDA_MEMCPY3D_PEER *pCopy)
+{
+    UVMC_OBSERVED(cuMemcpy3DPeer, uvmc_use_3d_peer_drv(pCopy), pCopy)
+}
+CUresult cuMemcpy3DPeer_ptds(const CUDA_MEMCPY3D_PEER *pCopy)
+{
+    UVMC_OBSERVED(cuMemcpy3DPeer_ptds, uvmc_use_3d_peer_drv(pCopy), pCopy)
+}
+CUresult cuMemcpy3DPeerAsync(const CUDA_MEMCPY3D_PEER *pCopy, CUstream hStream)
+{
+    UVMC_OBSERVED(cuMemcpy3DPeerAsync, uvmc_use_3d_peer_drv(pCopy), pCopy, hStream)
+}
+CUresult cuMemcpy3DPeerAsync_ptsz(const CUDA_MEMCPY3D_PEER *pCopy, CUstream hStream)
+{
+    UVMC_OBSERVED(cuMemcpy3DPeerAsync_ptsz, uvmc_use_3d_peer_drv(pCopy), pCopy, hStream)
+}
+
+/* CUDA 12.8's batch ABI (with failIdx) and CUDA 13's (_v2). */
+CUresult cuMemcpyBatchAsync(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count, CUmemcpyAttributes *attrs,
+                            size_t *attrsIdxs, size_t numAttrs, size_t *failIdx, CUstream hStream)
+{
+    UVMC_OBSERVED(cuMemcpyBatchAsync, uvmc_use_batch_drv(dsts, srcs, sizes, count), dsts, srcs, sizes, count, attrs,
+                  attrsIdxs, numAttrs, failIdx, hStream)
+}
+CUresult cuMemcpyBatchAsync_ptsz(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count,
+                                 CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs, size_t *failIdx,
+                                 CUstream hStream)
+{
+    UVMC_OBSERVED(cuMemcpyBatchAsync_ptsz, uvmc_use_batch_drv(dsts, srcs, sizes, count), dsts, srcs, sizes, count,
+                  attrs, attrsIdxs, numAttrs, failIdx, hStream)
+}
+CUresult cuMemcpyBatchAsync_v2(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count,
+                               CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs, CUstream hStream)
+{
+    UVMC_OBSERVED(cuMemcpyBatchAsync_v2, uvmc_use_batch_drv(dsts, srcs, sizes, count), dsts, srcs, sizes, count, attrs,
+                  attrsIdxs, numAttrs, hStream)
+}
+CUresult cuMemcpyBatchAsync_v2_ptsz(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count,
+                                    CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs, CUstream hStream)
+{
+    UVMC_OBSERVED(cuMemcpyBatchAsync_v2_ptsz, uvmc_use_batch_drv(dsts, srcs, sizes, count), dsts, srcs, sizes, count,
+                  attrs, attrsIdxs, numAttrs, hStream)
+}
+CUresult cuMemcpy3DBatchAsync(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList, size_t *failIdx, unsigned long long flags,
+                              CUstream hStream)
+{
+    UVMC_OBSERVED(cuMemcpy3DBatchAsync, uvmc_use_batch_3d_drv(numOps, opList), numOps, opList, failIdx, flags, hStream)
+}
+CUresult cuMemcpy3DBatchAsync_ptsz(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList, size_t *failIdx,
+                                   unsigned long long flags, CUstream hStream)
+{
+    UVMC_OBSERVED(cuMemcpy3DBatchAsync_ptsz, uvmc_use_batch_3d_drv(numOps, opList), numOps, opList, failIdx, flags,
+                  hStream)
+}
+CUresult cuMemcpy3DBatchAsync_v2(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList, unsigned long long flags,
+                                 CUstream hStream)
+{
+    UVMC_OBSERVED(cuMemcpy3DBatchAsync_v2, uvmc_use_batch_3d_drv(numOps, opList), numOps, opList, flags, hStream)
+}
+CUresult cuMemcpy3DBatchAsync_v2_ptsz(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList, unsigned long long flags,
+                                      CUstream hStream)
+{
+    UVMC_OBSERVED(cuMemcpy3DBatchAsync_v2_ptsz, uvmc_use_batch_3d_drv(numOps, opList), numOps, opList, flags, hStream)
+}
+
+/* The legacy (CUDA 2.x) query, 32-bit device pointer out: still a use of the host memory. */
+CUresult cuMemHostGetDevicePointer(CUdeviceptr_v1 *pdptr, void *p, unsigned int Flags)
+{
+    UVMC_OBSERVED(cuMemHostGetDevicePointer, DUSE(p, 1), pdptr, p, Flags)
+}

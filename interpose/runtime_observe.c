@@ -290,3 +290,202 @@ cudaError_t UVMC_RT_FN(cudaMemcpyFromArrayAsync_ptsz)(void *dst, cudaArray_const
                   stream)
 }
 
+/* ---- memsets, peer copies and batch copies */
+
+UVMC_RT_SYMVER(cudaMemset)
+cudaError_t UVMC_RT_FN(cudaMemset)(void *devPtr, int value, size_t count)
+{
+    UVMC_OBSERVED(cudaMemset, USE(devPtr, count), devPtr, value, count)
+}
+
+UVMC_RT_SYMVER(cudaMemset_ptds)
+cudaError_t UVMC_RT_FN(cudaMemset_ptds)(void *devPtr, int value, size_t count)
+{
+    UVMC_OBSERVED(cudaMemset_ptds, USE(devPtr, count), devPtr, value, count)
+}
+
+UVMC_RT_SYMVER(cudaMemsetAsync)
+cudaError_t UVMC_RT_FN(cudaMemsetAsync)(void *devPtr, int value, size_t count, cudaStream_t stream)
+{
+    UVMC_OBSERVED(cudaMemsetAsync, USE(devPtr, count), devPtr, value, count, stream)
+}
+
+UVMC_RT_SYMVER(cudaMemsetAsync_ptsz)
+cudaError_t UVMC_RT_FN(cudaMemsetAsync_ptsz)(void *devPtr, int value, size_t count, cudaStream_t stream)
+{
+    UVMC_OBSERVED(cudaMemsetAsync_ptsz, USE(devPtr, count), devPtr, value, count, stream)
+}
+
+#define RT_SET_2D(name, ...) UVMC_OBSERVED(name, USE(devPtr, uvmc_pitched(pitch, 0, 0, width, height)), __VA_ARGS__)
+
+UVMC_RT_SYMVER(cudaMemset2D)
+cudaError_t UVMC_RT_FN(cudaMemset2D)(void *devPtr, size_t pitch, int value, size_t width, size_t height)
+{
+    RT_SET_2D(cudaMemset2D, devPtr, pitch, value, width, height)
+}
+
+UVMC_RT_SYMVER(cudaMemset2D_ptds)
+cudaError_t UVMC_RT_FN(cudaMemset2D_ptds)(void *devPtr, size_t pitch, int value, size_t width, size_t height)
+{
+    RT_SET_2D(cudaMemset2D_ptds, devPtr, pitch, value, width, height)
+}
+
+UVMC_RT_SYMVER(cudaMemset2DAsync)
+cudaError_t UVMC_RT_FN(cudaMemset2DAsync)(void *devPtr, size_t pitch, int value, size_t width, size_t height,
+                                          cudaStream_t stream)
+{
+    RT_SET_2D(cudaMemset2DAsync, devPtr, pitch, value, width, height, stream)
+}
+
+UVMC_RT_SYMVER(cudaMemset2DAsync_ptsz)
+cudaError_t UVMC_RT_FN(cudaMemset2DAsync_ptsz)(void *devPtr, size_t pitch, int value, size_t width, size_t height,
+                                               cudaStream_t stream)
+{
+    RT_SET_2D(cudaMemset2DAsync_ptsz, devPtr, pitch, value, width, height, stream)
+}
+
+/* A 3-D memset covers the pitched pointer's slices from its origin. */
+static const struct cudaPos uvmc_origin;
+#define RT_SET_3D(name, ...) UVMC_OBSERVED(name, uvmc_use_pitched_3d(&pitchedDevPtr, &uvmc_origin, &extent, rt), __VA_ARGS__)
+
+UVMC_RT_SYMVER(cudaMemset3D)
+cudaError_t UVMC_RT_FN(cudaMemset3D)(struct cudaPitchedPtr pitchedDevPtr, int value, struct cudaExtent extent)
+{
+    RT_SET_3D(cudaMemset3D, pitchedDevPtr, value, extent)
+}
+
+UVMC_RT_SYMVER(cudaMemset3D_ptds)
+cudaError_t UVMC_RT_FN(cudaMemset3D_ptds)(struct cudaPitchedPtr pitchedDevPtr, int value, struct cudaExtent extent)
+{
+    RT_SET_3D(cudaMemset3D_ptds, pitchedDevPtr, value, extent)
+}
+
+UVMC_RT_SYMVER(cudaMemset3DAsync)
+cudaError_t UVMC_RT_FN(cudaMemset3DAsync)(struct cudaPitchedPtr pitchedDevPtr, int value, struct cudaExtent extent,
+                                          cudaStream_t stream)
+{
+    RT_SET_3D(cudaMemset3DAsync, pitchedDevPtr, value, extent, stream)
+}
+
+UVMC_RT_SYMVER(cudaMemset3DAsync_ptsz)
+cudaError_t UVMC_RT_FN(cudaMemset3DAsync_ptsz)(struct cudaPitchedPtr pitchedDevPtr, int value,
+                                               struct cudaExtent extent, cudaStream_t stream)
+{
+    RT_SET_3D(cudaMemset3DAsync_ptsz, pitchedDevPtr, value, extent, stream)
+}
+
+/* Peer copies take pointers too; under unified addressing a pinned buffer's is its own. */
+UVMC_RT_SYMVER(cudaMemcpyPeer)
+cudaError_t UVMC_RT_FN(cudaMemcpyPeer)(void *dst, int dstDevice, const void *src, int srcDevice, size_t count)
+{
+    UVMC_OBSERVED(cudaMemcpyPeer, (USE(dst, count), USE(src, count)), dst, dstDevice, src, srcDevice, count)
+}
+
+UVMC_RT_SYMVER(cudaMemcpyPeerAsync)
+cudaError_t UVMC_RT_FN(cudaMemcpyPeerAsync)(void *dst, int dstDevice, const void *src, int srcDevice, size_t count,
+                                            cudaStream_t stream)
+{
+    UVMC_OBSERVED(cudaMemcpyPeerAsync, (USE(dst, count), USE(src, count)), dst, dstDevice, src, srcDevice, count,
+                  stream)
+}
+
+static void uvmc_use_3d_peer(const struct cudaMemcpy3DPeerParms *p, const struct uvmc_rt *rt)
+{
+    if (!p)
+        return;
+    uvmc_use_pitched_3d(&p->srcPtr, &p->srcPos, &p->extent, rt);
+    uvmc_use_pitched_3d(&p->dstPtr, &p->dstPos, &p->extent, rt);
+}
+
+UVMC_RT_SYMVER(cudaMemcpy3DPeer)
+cudaError_t UVMC_RT_FN(cudaMemcpy3DPeer)(const struct cudaMemcpy3DPeerParms *p)
+{
+    UVMC_OBSERVED(cudaMemcpy3DPeer, uvmc_use_3d_peer(p, rt), p)
+}
+
+UVMC_RT_SYMVER(cudaMemcpy3DPeer_ptds)
+cudaError_t UVMC_RT_FN(cudaMemcpy3DPeer_ptds)(const struct cudaMemcpy3DPeerParms *p)
+{
+    UVMC_OBSERVED(cudaMemcpy3DPeer_ptds, uvmc_use_3d_peer(p, rt), p)
+}
+
+UVMC_RT_SYMVER(cudaMemcpy3DPeerAsync)
+cudaError_t UVMC_RT_FN(cudaMemcpy3DPeerAsync)(const struct cudaMemcpy3DPeerParms *p, cudaStream_t stream)
+{
+    UVMC_OBSERVED(cudaMemcpy3DPeerAsync, uvmc_use_3d_peer(p, rt), p, stream)
+}
+
+UVMC_RT_SYMVER(cudaMemcpy3DPeerAsync_ptsz)
+cudaError_t UVMC_RT_FN(cudaMemcpy3DPeerAsync_ptsz)(const struct cudaMemcpy3DPeerParms *p, cudaStream_t stream)
+{
+    UVMC_OBSERVED(cudaMemcpy3DPeerAsync_ptsz, uvmc_use_3d_peer(p, rt), p, stream)
+}
+
+/* Batch copies (CUDA 12.8+): every pair of the batch. Nothing is looked at while no lazy buffer
+ * waits for its first use. */
+static void uvmc_use_batch(void *const *dsts, const void *const *srcs, const size_t *sizes, size_t count,
+                           const struct uvmc_rt *rt)
+{
+    if (uvmc_lazy_none() || !dsts || !srcs || !sizes)
+        return;
+    for (size_t i = 0; i < count; i++) {
+        uvmc_lazy_use(dsts[i], sizes[i], rt);
+        uvmc_lazy_use(srcs[i], sizes[i], rt);
+    }
+}
+
+UVMC_RT_SYMVER(cudaMemcpyBatchAsync)
+cudaError_t UVMC_RT_FN(cudaMemcpyBatchAsync)(void *const *dsts, const void *const *srcs, const size_t *sizes,
+                                             size_t count, struct cudaMemcpyAttributes *attrs, size_t *attrsIdxs,
+                                             size_t numAttrs, cudaStream_t stream)
+{
+    UVMC_OBSERVED(cudaMemcpyBatchAsync, uvmc_use_batch(dsts, srcs, sizes, count, rt), dsts, srcs, sizes, count,
+                  attrs, attrsIdxs, numAttrs, stream)
+}
+
+UVMC_RT_SYMVER(cudaMemcpyBatchAsync_ptsz)
+cudaError_t UVMC_RT_FN(cudaMemcpyBatchAsync_ptsz)(void *const *dsts, const void *const *srcs, const size_t *sizes,
+                                                  size_t count, struct cudaMemcpyAttributes *attrs,
+                                                  size_t *attrsIdxs, size_t numAttrs, cudaStream_t stream)
+{
+    UVMC_OBSERVED(cudaMemcpyBatchAsync_ptsz, uvmc_use_batch(dsts, srcs, sizes, count, rt), dsts, srcs, sizes, count,
+                  attrs, attrsIdxs, numAttrs, stream)
+}
+
+/* A pointer operand of a 3-D batch copy: from its start to the last element the extent reaches,
+ * rows and layers tightly packed where their length is 0. Elements are bytes between pointers; an
+ * array's element is at most 16 bytes (four 32-bit channels), which bounds the other side. */
+static void uvmc_use_operand(const struct cudaMemcpy3DOperand *o, const struct cudaMemcpy3DOperand *other,
+                             const struct cudaExtent *e, const struct uvmc_rt *rt)
+{
+    if (o->type != cudaMemcpyOperandTypePointer || !e->width || !e->height || !e->depth)
+        return;
+    size_t row = o->op.ptr.rowLength ? o->op.ptr.rowLength : e->width;
+    size_t layer = o->op.ptr.layerHeight ? o->op.ptr.layerHeight : e->height;
+    size_t elem = other->type == cudaMemcpyOperandTypeArray ? 16 : 1;
+    uvmc_lazy_use(o->op.ptr.ptr, elem * (row * layer * (e->depth - 1) + row * (e->height - 1) + e->width), rt);
+}
+
+static void uvmc_use_batch_3d(size_t numOps, const struct cudaMemcpy3DBatchOp *ops, const struct uvmc_rt *rt)
+{
+    if (uvmc_lazy_none() || !ops)
+        return;
+    for (size_t i = 0; i < numOps; i++) {
+        uvmc_use_operand(&ops[i].src, &ops[i].dst, &ops[i].extent, rt);
+        uvmc_use_operand(&ops[i].dst, &ops[i].src, &ops[i].extent, rt);
+    }
+}
+
+UVMC_RT_SYMVER(cudaMemcpy3DBatchAsync)
+cudaError_t UVMC_RT_FN(cudaMemcpy3DBatchAsync)(size_t numOps, struct cudaMemcpy3DBatchOp *opList,
+                                               unsigned long long flags, cudaStream_t stream)
+{
+    UVMC_OBSERVED(cudaMemcpy3DBatchAsync, uvmc_use_batch_3d(numOps, opList, rt), numOps, opList, flags, stream)
+}
+
+UVMC_RT_SYMVER(cudaMemcpy3DBatchAsync_ptsz)
+cudaError_t UVMC_RT_FN(cudaMemcpy3DBatchAsync_ptsz)(size_t numOps, struct cudaMemcpy3DBatchOp *opList,
+                                                    unsigned long long flags, cudaStream_t stream)
+{
+    UVMC_OBSERVED(cudaMemcpy3DBatchAsync_ptsz, uvmc_use_batch_3d(numOps, opList, rt), numOps, opList, flags, stream)
+}

@@ -180,6 +180,11 @@ static inline uintptr_t uvmc_end(const void *p, size_t n)
     uintptr_t a = (uintptr_t)p;
     return n > UINTPTR_MAX - a ? UINTPTR_MAX : a + (n ? n : 1);
 }
+/* True while no buffer is watched: a use of many ranges (a batch copy) need not look at them. */
+static inline bool uvmc_lazy_none(void)
+{
+    return atomic_load_explicit(&uvmc_lazy_hi, memory_order_acquire) == 0;
+}
 /* Inside the hull: the slots, exactly (or the spill's answer, "maybe"). Out of line. */
 bool uvmc_lazy_hit(uintptr_t a, uintptr_t b);
 /* True when [p, p+n) may overlap a watched buffer. */

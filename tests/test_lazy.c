@@ -1,8 +1,10 @@
 /* test_lazy.c: lazily pinned buffers keep every promise of pinned memory: a large pinned buffer
  * used as an ordinary staging buffer, under another thread's capture, converted once under a race,
  * through every allocation, registration and copy entry point, with a failing registration. */
+#define __CUDA_API_VERSION_INTERNAL 1 /* every legacy, _v2 form under its own name (the uses test) */
 #include <cuda.h>
 #include <cuda_runtime_api.h>
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <sys/mman.h>
@@ -521,6 +523,248 @@ START_TEST(converted_default_requests_are_portable_and_mapped)
 }
 END_TEST
 
+/* ---- every other use the library can see (issue 16, item 9): each entry point, by name (the
+ * _ptds/_ptsz forms have the prototype of their base), given a fresh lazy buffer p; it must be
+ * page-locked afterwards, whether or not the simulator runs the call itself. */
+
+static cudaStream_t uses_stream;
+static struct cudaPitchedPtr make_cudaPitchedPtr(void *d, size_t p, size_t xsz, size_t ysz)
+{
+    struct cudaPitchedPtr s = {d, p, xsz, ysz};
+    return s;
+}
+static struct cudaExtent make_cudaExtent(size_t w, size_t h, size_t d)
+{
+    struct cudaExtent e = {w, h, d};
+    return e;
+}
+static CUcontext uses_ctx;
+#define FN(type) ((__typeof__(&type))fn)
+#define D(p) ((CUdeviceptr)(uintptr_t)(p))
+
+static int use_memset(void *fn, uint8_t *p) { return FN(cudaMemset)(p, 1, 4096); }
+static int use_memset_async(void *fn, uint8_t *p) { return FN(cudaMemsetAsync)(p, 1, 4096, uses_stream); }
+static int use_memset_2d(void *fn, uint8_t *p) { return FN(cudaMemset2D)(p, 1024, 1, 512, 4); }
+static int use_memset_2d_async(void *fn, uint8_t *p) { return FN(cudaMemset2DAsync)(p, 1024, 1, 512, 4, uses_stream); }
+static int use_memset_3d(void *fn, uint8_t *p)
+{
+    return FN(cudaMemset3D)(make_cudaPitchedPtr(p, 1024, 512, 4), 1, make_cudaExtent(512, 4, 2));
+}
+static int use_memset_3d_async(void *fn, uint8_t *p)
+{
+    return FN(cudaMemset3DAsync)(make_cudaPitchedPtr(p, 1024, 512, 4), 1, make_cudaExtent(512, 4, 2), uses_stream);
+}
+static int use_peer(void *fn, uint8_t *p) { return FN(cudaMemcpyPeer)(dev, 0, p, 0, 4096); }
+static int use_peer_async(void *fn, uint8_t *p) { return FN(cudaMemcpyPeerAsync)(p, 0, dev, 0, 4096, uses_stream); }
+static struct cudaMemcpy3DPeerParms peer3d(uint8_t *p)
+{
+    struct cudaMemcpy3DPeerParms m;
+    memset(&m, 0, sizeof m);
+    m.srcPtr = make_cudaPitchedPtr(p, 1024, 512, 4);
+    m.dstPtr = make_cudaPitchedPtr(dev, 1024, 512, 4);
+    m.extent = make_cudaExtent(512, 4, 1);
+    return m;
+}
+static int use_peer_3d(void *fn, uint8_t *p)
+{
+    struct cudaMemcpy3DPeerParms m = peer3d(p);
+    return FN(cudaMemcpy3DPeer)(&m);
+}
+static int use_peer_3d_async(void *fn, uint8_t *p)
+{
+    struct cudaMemcpy3DPeerParms m = peer3d(p);
+    return FN(cudaMemcpy3DPeerAsync)(&m, uses_stream);
+}
+static int use_batch(void *fn, uint8_t *p)
+{
+    void *dsts[] = {dev};
+    const void *srcs[] = {p + 8192};
+    size_t sizes[] = {4096}, idx[] = {0};
+    struct cudaMemcpyAttributes at;
+    memset(&at, 0, sizeof at);
+    at.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+    return FN(cudaMemcpyBatchAsync)(dsts, srcs, sizes, 1, &at, idx, 1, uses_stream);
+}
+static int use_batch_3d(void *fn, uint8_t *p)
+{
+    struct cudaMemcpy3DBatchOp op;
+    memset(&op, 0, sizeof op);
+    op.dst.type = cudaMemcpyOperandTypePointer;
+    op.dst.op.ptr.ptr = p;
+    op.src.type = cudaMemcpyOperandTypePointer;
+    op.src.op.ptr.ptr = dev;
+    op.extent = make_cudaExtent(512, 4, 1);
+    op.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+    return FN(cudaMemcpy3DBatchAsync)(1, &op, 0, uses_stream);
+}
+static int use_d8(void *fn, uint8_t *p) { return FN(cuMemsetD8_v2)(D(p), 1, 4096); }
+static int use_d16(void *fn, uint8_t *p) { return FN(cuMemsetD16_v2)(D(p), 1, 2048); }
+static int use_d32(void *fn, uint8_t *p) { return FN(cuMemsetD32_v2)(D(p), 1, 1024); }
+static int use_d8_async(void *fn, uint8_t *p) { return FN(cuMemsetD8Async)(D(p), 1, 4096, uses_stream); }
+static int use_d16_async(void *fn, uint8_t *p) { return FN(cuMemsetD16Async)(D(p), 1, 2048, uses_stream); }
+static int use_d32_async(void *fn, uint8_t *p) { return FN(cuMemsetD32Async)(D(p), 1, 1024, uses_stream); }
+static int use_d2d8(void *fn, uint8_t *p) { return FN(cuMemsetD2D8_v2)(D(p), 1024, 1, 512, 4); }
+static int use_d2d16(void *fn, uint8_t *p) { return FN(cuMemsetD2D16_v2)(D(p), 1024, 1, 256, 4); }
+static int use_d2d32(void *fn, uint8_t *p) { return FN(cuMemsetD2D32_v2)(D(p), 1024, 1, 128, 4); }
+static int use_d2d8_async(void *fn, uint8_t *p) { return FN(cuMemsetD2D8Async)(D(p), 1024, 1, 512, 4, uses_stream); }
+static int use_d2d16_async(void *fn, uint8_t *p) { return FN(cuMemsetD2D16Async)(D(p), 1024, 1, 256, 4, uses_stream); }
+static int use_d2d32_async(void *fn, uint8_t *p) { return FN(cuMemsetD2D32Async)(D(p), 1024, 1, 128, 4, uses_stream); }
+static int use_cu_peer(void *fn, uint8_t *p) { return FN(cuMemcpyPeer)(D(p), uses_ctx, D(dev), uses_ctx, 4096); }
+static int use_cu_peer_async(void *fn, uint8_t *p)
+{
+    return FN(cuMemcpyPeerAsync)(D(dev), uses_ctx, D(p), uses_ctx, 4096, (CUstream)uses_stream);
+}
+static CUDA_MEMCPY3D_PEER cu_peer3d(uint8_t *p)
+{
+    CUDA_MEMCPY3D_PEER m;
+    memset(&m, 0, sizeof m);
+    m.srcMemoryType = CU_MEMORYTYPE_HOST;
+    m.srcHost = p;
+    m.srcPitch = 1024;
+    m.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+    m.dstDevice = D(dev);
+    m.dstPitch = 1024;
+    m.WidthInBytes = 512;
+    m.Height = 4;
+    m.Depth = 1;
+    return m;
+}
+static int use_cu_peer_3d(void *fn, uint8_t *p)
+{
+    CUDA_MEMCPY3D_PEER m = cu_peer3d(p);
+    return FN(cuMemcpy3DPeer)(&m);
+}
+static int use_cu_peer_3d_async(void *fn, uint8_t *p)
+{
+    CUDA_MEMCPY3D_PEER m = cu_peer3d(p);
+    return FN(cuMemcpy3DPeerAsync)(&m, (CUstream)uses_stream);
+}
+static int use_cu_batch(void *fn, uint8_t *p)
+{
+    CUdeviceptr dsts[] = {D(p)}, srcs[] = {D(dev)};
+    size_t sizes[] = {4096}, idx[] = {0}, fail = 0;
+    CUmemcpyAttributes at;
+    memset(&at, 0, sizeof at);
+    at.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
+    return FN(cuMemcpyBatchAsync)(dsts, srcs, sizes, 1, &at, idx, 1, &fail, (CUstream)uses_stream);
+}
+static int use_cu_batch_v2(void *fn, uint8_t *p)
+{
+    CUdeviceptr dsts[] = {D(dev)}, srcs[] = {D(p)};
+    size_t sizes[] = {4096}, idx[] = {0};
+    CUmemcpyAttributes at;
+    memset(&at, 0, sizeof at);
+    at.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
+    return FN(cuMemcpyBatchAsync_v2)(dsts, srcs, sizes, 1, &at, idx, 1, (CUstream)uses_stream);
+}
+static CUDA_MEMCPY3D_BATCH_OP cu_batch_op(uint8_t *p)
+{
+    CUDA_MEMCPY3D_BATCH_OP op;
+    memset(&op, 0, sizeof op);
+    op.src.type = CU_MEMCPY_OPERAND_TYPE_POINTER;
+    op.src.op.ptr.ptr = D(p);
+    op.dst.type = CU_MEMCPY_OPERAND_TYPE_POINTER;
+    op.dst.op.ptr.ptr = D(dev);
+    op.extent.width = 512;
+    op.extent.height = 4;
+    op.extent.depth = 1;
+    op.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
+    return op;
+}
+static int use_cu_batch_3d(void *fn, uint8_t *p)
+{
+    CUDA_MEMCPY3D_BATCH_OP op = cu_batch_op(p);
+    size_t fail = 0;
+    return FN(cuMemcpy3DBatchAsync)(1, &op, &fail, 0, (CUstream)uses_stream);
+}
+static int use_cu_batch_3d_v2(void *fn, uint8_t *p)
+{
+    CUDA_MEMCPY3D_BATCH_OP op = cu_batch_op(p);
+    return FN(cuMemcpy3DBatchAsync_v2)(1, &op, 0, (CUstream)uses_stream);
+}
+static int use_host_get_device_pointer_v1(void *fn, uint8_t *p)
+{
+    CUdeviceptr_v1 d = 0;
+    return ((CUresult(*)(CUdeviceptr_v1 *, void *, unsigned int))fn)(&d, p, 0);
+}
+
+/* The runtime this program runs on defines name (else the library has nothing to forward to). */
+static bool runtime_defines(const char *name)
+{
+    static const char *const sonames[] = {"libcudart.so.13", "libcudart.so.12"};
+    for (size_t i = 0; i < 2; i++) {
+        void *h = dlopen(sonames[i], RTLD_LAZY | RTLD_NOLOAD);
+        bool has = h && dlsym(h, name);
+        if (h)
+            dlclose(h); /* drops only the reference NOLOAD took */
+        if (has)
+            return true;
+    }
+    return false;
+}
+
+START_TEST(every_other_observed_use_pins_first)
+{
+    static const struct {
+        const char *name;
+        int (*use)(void *, uint8_t *);
+    } uses[] = {
+        {"cudaMemset", use_memset}, {"cudaMemset_ptds", use_memset},
+        {"cudaMemsetAsync", use_memset_async}, {"cudaMemsetAsync_ptsz", use_memset_async},
+        {"cudaMemset2D", use_memset_2d}, {"cudaMemset2D_ptds", use_memset_2d},
+        {"cudaMemset2DAsync", use_memset_2d_async}, {"cudaMemset2DAsync_ptsz", use_memset_2d_async},
+        {"cudaMemset3D", use_memset_3d}, {"cudaMemset3D_ptds", use_memset_3d},
+        {"cudaMemset3DAsync", use_memset_3d_async}, {"cudaMemset3DAsync_ptsz", use_memset_3d_async},
+        {"cudaMemcpyPeer", use_peer}, {"cudaMemcpyPeerAsync", use_peer_async},
+        {"cudaMemcpy3DPeer", use_peer_3d}, {"cudaMemcpy3DPeer_ptds", use_peer_3d},
+        {"cudaMemcpy3DPeerAsync", use_peer_3d_async}, {"cudaMemcpy3DPeerAsync_ptsz", use_peer_3d_async},
+        {"cudaMemcpyBatchAsync", use_batch}, {"cudaMemcpyBatchAsync_ptsz", use_batch},
+        {"cudaMemcpy3DBatchAsync", use_batch_3d}, {"cudaMemcpy3DBatchAsync_ptsz", use_batch_3d},
+        {"cuMemsetD8_v2", use_d8}, {"cuMemsetD8_v2_ptds", use_d8},
+        {"cuMemsetD16_v2", use_d16}, {"cuMemsetD16_v2_ptds", use_d16},
+        {"cuMemsetD32_v2", use_d32}, {"cuMemsetD32_v2_ptds", use_d32},
+        {"cuMemsetD8Async", use_d8_async}, {"cuMemsetD8Async_ptsz", use_d8_async},
+        {"cuMemsetD16Async", use_d16_async}, {"cuMemsetD16Async_ptsz", use_d16_async},
+        {"cuMemsetD32Async", use_d32_async}, {"cuMemsetD32Async_ptsz", use_d32_async},
+        {"cuMemsetD2D8_v2", use_d2d8}, {"cuMemsetD2D8_v2_ptds", use_d2d8},
+        {"cuMemsetD2D16_v2", use_d2d16}, {"cuMemsetD2D16_v2_ptds", use_d2d16},
+        {"cuMemsetD2D32_v2", use_d2d32}, {"cuMemsetD2D32_v2_ptds", use_d2d32},
+        {"cuMemsetD2D8Async", use_d2d8_async}, {"cuMemsetD2D8Async_ptsz", use_d2d8_async},
+        {"cuMemsetD2D16Async", use_d2d16_async}, {"cuMemsetD2D16Async_ptsz", use_d2d16_async},
+        {"cuMemsetD2D32Async", use_d2d32_async}, {"cuMemsetD2D32Async_ptsz", use_d2d32_async},
+        {"cuMemcpyPeer", use_cu_peer}, {"cuMemcpyPeer_ptds", use_cu_peer},
+        {"cuMemcpyPeerAsync", use_cu_peer_async}, {"cuMemcpyPeerAsync_ptsz", use_cu_peer_async},
+        {"cuMemcpy3DPeer", use_cu_peer_3d}, {"cuMemcpy3DPeer_ptds", use_cu_peer_3d},
+        {"cuMemcpy3DPeerAsync", use_cu_peer_3d_async}, {"cuMemcpy3DPeerAsync_ptsz", use_cu_peer_3d_async},
+        {"cuMemcpyBatchAsync", use_cu_batch}, {"cuMemcpyBatchAsync_ptsz", use_cu_batch},
+        {"cuMemcpyBatchAsync_v2", use_cu_batch_v2}, {"cuMemcpyBatchAsync_v2_ptsz", use_cu_batch_v2},
+        {"cuMemcpy3DBatchAsync", use_cu_batch_3d}, {"cuMemcpy3DBatchAsync_ptsz", use_cu_batch_3d},
+        {"cuMemcpy3DBatchAsync_v2", use_cu_batch_3d_v2}, {"cuMemcpy3DBatchAsync_v2_ptsz", use_cu_batch_3d_v2},
+        {"cuMemHostGetDevicePointer", use_host_get_device_pointer_v1},
+    };
+    ck_assert_int_eq(cudaStreamCreateWithFlags(&uses_stream, cudaStreamNonBlocking), cudaSuccess);
+    ck_assert_int_eq(cuCtxGetCurrent(&uses_ctx), CUDA_SUCCESS);
+    char missed[2048] = "";
+    for (size_t k = 0; k < sizeof uses / sizeof *uses; k++) {
+        if (!strncmp(uses[k].name, "cuda", 4) && !runtime_defines(uses[k].name))
+            continue; /* the simulated libcudart.so.12 has only what it simulates */
+        uint8_t *p = NULL;
+        ck_assert_int_eq(cudaHostAlloc((void **)&p, n, cudaHostAllocDefault), cudaSuccess);
+        void *fn = dlsym(RTLD_DEFAULT, uses[k].name);
+        ck_assert_msg(fn != NULL, "%s is not exported by anyone", uses[k].name);
+        if (test_interposed(uses[k].name))
+            uses[k].use(fn, p); /* not simulated: the simulator's answer does not matter here */
+        if (uvmsim_host_flags(p) < 0)
+            snprintf(missed + strlen(missed), sizeof missed - strlen(missed), " %s", uses[k].name);
+        cudaStreamSynchronize(uses_stream);
+        cudaGetLastError();
+        ck_assert_int_eq(cudaFreeHost(p), cudaSuccess);
+    }
+    ck_assert_int_eq(cudaStreamDestroy(uses_stream), cudaSuccess);
+    ck_assert_msg(!missed[0], "not pinned before the call:%s", missed);
+}
+END_TEST
+
 int main(void)
 {
     test_load_config();
@@ -548,5 +792,6 @@ int main(void)
     tcase_add_test(tc, buffer_a_split_copy_wrote_is_pinned_at_its_next_other_use);
     tcase_add_test(tc, a_free_waiting_for_the_device_blocks_no_unrelated_pointer);
     tcase_add_test(tc, converted_default_requests_are_portable_and_mapped);
+    tcase_add_test(tc, every_other_observed_use_pins_first);
     return test_run(tc, "lazy");
 }
