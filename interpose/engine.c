@@ -263,3 +263,14 @@ int uvmc_large_copy(struct uvmc_copy *c)
     uvmc_tls_busy--;
     return rc;
 }
+
+int uvmc_copy_rest(struct uvmc_copy *c)
+{
+    c->small = c->count < uvmc_hot_threshold || uvmc_tls_busy;
+    if (c->small && (!uvmc_lazy_maybe2(c->dst, c->src, c->count) || uvmc_tls_busy)) {
+        if (uvmc_cfg.stats)
+            atomic_fetch_add_explicit(&uvmc_stats.passed_small, 1, memory_order_relaxed);
+        return c->api->passthrough(c);
+    }
+    return uvmc_large_copy(c);
+}

@@ -3,6 +3,7 @@
  * then hands a large copy to classify → engine, with its own runtime's functions. */
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "uvmc.h"
 
@@ -56,14 +57,30 @@ static const struct uvmc_api uvmc_runtime_api = {
     .passthrough = uvmc_rt_passthrough,
 };
 
-/* The four copy wrappers: the shared hot path, then the large-copy path. */
-#define UVMC_COPY_BODY(name, entry_, sync_, ptd_, stream_, ...)                                        \
-    UVMC_RT_OR_RETURN(name, cudaErrorSharedObjectSymbolNotFound)                                      \
-    UVMC_PASS_SMALL_COPY(rt->name, dst, src, __VA_ARGS__)                                             \
-    struct uvmc_copy c = {.api = &uvmc_runtime_api, .rt = rt, .entry = entry_, .sync = sync_,         \
-                          .per_thread = ptd_, .small = uvmc_small_, .dst = dst, .src = src,            \
-                          .count = count, .kind = kind, .stream = (CUstream)stream_};                  \
-    return (cudaError_t)uvmc_large_copy(&c);
+/* Everything but the hot path, out of line: the runtime the wrapper calls (its own major's, or the
+ * one its default set falls back to), then the rest (engine.c). */
+static __attribute__((noinline)) int uvmc_rt_copy(struct uvmc_copy *c, struct uvmc_rt *own, size_t field,
+                                                   const char *name)
+{
+    uvmc_init();
+    const struct uvmc_rt *rt = own;
+    void *fn;
+    memcpy(&fn, (const char *)own + field, sizeof fn);
+    if (!fn && !(rt = uvmc_rt_fallback(own, field))) {
+        uvmc_report_missing(name);
+        return cudaErrorSharedObjectSymbolNotFound;
+    }
+    c->rt = rt;
+    return uvmc_copy_rest(c);
+}
+
+/* The four copy wrappers: the hot path with this major's runtime (uvmc.h), else the rest. */
+#define UVMC_COPY_BODY(name, entry_, sync_, ptd_, stream_, ...)                                         \
+    if (UVMC_HOT_COPY(UVMC_RT_TABLE.name, dst, src))                                                   \
+        return UVMC_RT_TABLE.name(__VA_ARGS__);                                                         \
+    struct uvmc_copy c = {.api = &uvmc_runtime_api, .entry = entry_, .sync = sync_, .per_thread = ptd_, \
+                          .dst = dst, .src = src, .count = count, .kind = kind, .stream = (CUstream)stream_}; \
+    return (cudaError_t)uvmc_rt_copy(&c, &UVMC_RT_TABLE, offsetof(struct uvmc_rt, name), #name);
 
 UVMC_RT_SYMVER(cudaMemcpy)
 cudaError_t UVMC_RT_FN(cudaMemcpy)(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind)

@@ -196,8 +196,18 @@ static inline bool uvmc_lazy_maybe(const void *p, size_t n)
     uintptr_t b = uvmc_end(p, n);
     return b > atomic_load_explicit(&uvmc_lazy_lo, memory_order_relaxed) && uvmc_lazy_hit(a, b);
 }
-/* The same for two ranges of n bytes (a copy's destination and source): while no buffer is
- * watched, one load and two comparisons. */
+/* The hot path's test, inline and without a call: [a, a+n) and [b, b+n) both lie outside the hull
+ * of the watched buffers (while none is watched: one load and two comparisons). When it says no,
+ * uvmc_lazy_maybe2 decides, out of the hot path. */
+static inline bool uvmc_lazy_outside2(const void *a, const void *b, size_t n)
+{
+    uintptr_t hi = atomic_load_explicit(&uvmc_lazy_hi, memory_order_acquire);
+    if (UVMC_LIKELY((uintptr_t)a >= hi && (uintptr_t)b >= hi))
+        return true;
+    uintptr_t lo = atomic_load_explicit(&uvmc_lazy_lo, memory_order_relaxed);
+    return hi == 0 || (((uintptr_t)a >= hi || uvmc_end(a, n) <= lo) && ((uintptr_t)b >= hi || uvmc_end(b, n) <= lo));
+}
+/* The same for two ranges of n bytes (a copy's destination and source), exactly. */
 static inline bool uvmc_lazy_maybe2(const void *a, const void *b, size_t n)
 {
     uintptr_t hi = atomic_load_explicit(&uvmc_lazy_hi, memory_order_acquire);
@@ -255,21 +265,14 @@ struct uvmc_relaxed {
 struct uvmc_relaxed uvmc_relax(void);
 void uvmc_unrelax(struct uvmc_relaxed r);
 
-/* The hot path every copy wrapper shares (runtime.c, driver.c), after its *_OR_RETURN: one
- * comparison; below the threshold (or beneath the library's own path) the real call, counted only
- * when stats = on, unless the copy touches a lazily pinned buffer whose first use is still to come
- * (one more load and comparison while there is none): such a copy continues, marked small, on the
- * large-copy path, which pins the buffer first. The wrapper continues with the large-copy path. */
-#define UVMC_PASS_SMALL_COPY(real, dstp, srcp, ...)                                           \
-    bool uvmc_small_ = false;                                                                 \
-    if (UVMC_LIKELY(count < uvmc_hot_threshold) || uvmc_tls_busy) {                           \
-        if (UVMC_LIKELY(!uvmc_lazy_maybe2((dstp), (srcp), count)) || uvmc_tls_busy) {         \
-            if (UVMC_UNLIKELY(uvmc_cfg.stats))                                                \
-                atomic_fetch_add_explicit(&uvmc_stats.passed_small, 1, memory_order_relaxed); \
-            return real(__VA_ARGS__);                                                         \
-        }                                                                                     \
-        uvmc_small_ = true;                                                                   \
-    }
+/* The hot path every copy wrapper shares (runtime.c, driver.c), inline and without a call, so it
+ * keeps no register across one: initialised, the real function found, below the threshold (or
+ * beneath the library's own path), outside every lazy buffer's hull, stats off. Then it tail-calls
+ * the real function; anything else goes to uvmc_copy_rest, out of line. */
+#define UVMC_HOT_COPY(real, dstp, srcp)                                                    \
+    (UVMC_LIKELY(atomic_load_explicit(&uvmc_initialized, memory_order_acquire)) &&           \
+     UVMC_LIKELY((real) != NULL) && (UVMC_LIKELY(count < uvmc_hot_threshold) || uvmc_tls_busy) && \
+     (UVMC_LIKELY(uvmc_lazy_outside2((dstp), (srcp), count)) || uvmc_tls_busy) && !uvmc_cfg.stats)
 
 /* The bytes a pitched range spans from its base: conservative, a wider range only pins sooner. */
 static inline size_t uvmc_pitched(size_t pitch, size_t x, size_t y, size_t width, size_t rows)
@@ -388,6 +391,11 @@ struct uvmc_copy {
 
 /* A copy at or above the threshold: classify, then split or pass through; counts it. */
 int uvmc_large_copy(struct uvmc_copy *c);
+/* A copy the hot path did not take, with its real functions found (c->api, c->rt): below the
+ * threshold (or beneath the library's own path) and touching no lazy buffer, the real call,
+ * counted when stats = on; else, marked small if it is, the large-copy path (which pins a lazy
+ * buffer a small one touches). */
+int uvmc_copy_rest(struct uvmc_copy *c);
 
 /* True when this thread has a current context. For runtime entry points (rt, the caller's
  * runtime) the runtime is first asked to set one up, as the unmodified call would (cudaGetDevice +
