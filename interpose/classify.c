@@ -21,8 +21,8 @@ static CUstream uvmc_explicit_stream(const struct uvmc_copy *c)
 /* [src, src+count) lies in one managed allocation: the first and the last byte are both managed and
  * carry the same buffer ID ("unique per allocation"), each pair asked alone. The range attributes
  * are documented for cuMemAddressReserve ranges and reported not to answer for managed memory
- * (BRIEF §8); a driver may even fail a query that names them, and asking them would cost the
- * query the last byte costs anyway, so they are not asked. */
+ * (cuda.h 13.0; openucx/ucx#7485, #11635); a driver may even fail a query that names them, and
+ * asking them would cost the query the last byte costs anyway, so they are not asked. */
 static bool uvmc_source_managed(const struct uvmc_copy *c)
 {
     unsigned int is_managed = 0; /* an unsigned int, never a bool (BRIEF §2) */

@@ -5,7 +5,8 @@
 
 #include "uvmc.h"
 
-/* PyTorch pins a checkpoint destination rounded up to a power of two before the copy (BRIEF §1):
+/* PyTorch pins a checkpoint destination rounded up to a power of two before the copy
+ * (aten/src/ATen/cuda/CachingHostAllocator.cpp):
  * up to twice the tensor, locked. Served lazily, it commits only the bytes written and locks
  * nothing unless a use asks for pinned memory. Only flags that promise no device mapping and no
  * write-combining qualify: Portable (1) is the one such flag, with the same value in the runtime
@@ -38,7 +39,7 @@ static inline bool uvmc_registered_already(void *ptr)
 }
 
 /* PyTorch's pinned_use_cuda_host_register option and async checkpoint staging pin with a
- * registration; a very large one fails with "invalid argument" (BRIEF §1, §9). Kept lazy like an
+ * registration; a very large one fails with "invalid argument" (pytorch#152335, #139884). Kept lazy like an
  * allocation: nothing is locked until a use asks for it. Mapped, IoMemory and ReadOnly
  * registrations pass through. */
 #define UVMC_LAZY_REGISTER(ptr, size, flags, rt, type)                                                 \

@@ -295,8 +295,8 @@ void uvmc_lazy_claim(const void *p, size_t n)
     for (struct uvmc_lazy *e = uvmc_lazy_table; e; e = e->hh.next)
         if (e->state == UVMC_LAZY_UNDECIDED && !e->busy && e->pid == self && uvmc_overlaps(e, a, b)) {
             e->state = UVMC_LAZY_WRITTEN;
-            uvmc_log(UVMC_LOG_DEBUG, "lazy buffer at %p is a split copy's destination: pageable until its next other use",
-                     e->ptr);
+            uvmc_log(UVMC_LOG_DEBUG,
+                     "lazy buffer at %p is a split copy's destination: pageable until its next other use", e->ptr);
         }
     pthread_mutex_unlock(&uvmc_lazy_lock);
 }

@@ -399,8 +399,9 @@ CUresult cuMemcpy3DPeerAsync_ptsz(const CUDA_MEMCPY3D_PEER *pCopy, CUstream hStr
 }
 
 /* CUDA 12.8's batch ABI (with failIdx) and CUDA 13's (_v2). */
-CUresult cuMemcpyBatchAsync(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count, CUmemcpyAttributes *attrs,
-                            size_t *attrsIdxs, size_t numAttrs, size_t *failIdx, CUstream hStream)
+CUresult cuMemcpyBatchAsync(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count,
+                            CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs, size_t *failIdx,
+                            CUstream hStream)
 {
     UVMC_OBSERVED(cuMemcpyBatchAsync, uvmc_use_batch_drv(dsts, srcs, sizes, count), dsts, srcs, sizes, count, attrs,
                   attrsIdxs, numAttrs, failIdx, hStream)

@@ -37,7 +37,7 @@ uvmc_dlsym_fn uvmc_real_dlsym(void)
     return fn;
 }
 
-/* The runtimes: each exports every name under a version node named after its SONAME (BRIEF §2).
+/* The runtimes: each exports every name under a version node named after its SONAME (readelf -V).
  * uvmc_rt0 takes what a lookup by plain name finds (the default version of whichever runtime is
  * there, or a runtime built without versions). The driver's names are unversioned. */
 struct uvmc_rt uvmc_rt12 = {.node = "libcudart.so.12"}, uvmc_rt13 = {.node = "libcudart.so.13"}, uvmc_rt0;

@@ -65,29 +65,29 @@ cudaError_t UVMC_RT_FN(cudaHostGetFlags)(unsigned int *pFlags, void *pHost)
 /* ---- copies other than the 1-D ones (runtime.c) */
 
 UVMC_RT_SYMVER(cudaMemcpy2D)
-cudaError_t UVMC_RT_FN(cudaMemcpy2D)(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height,
-                         enum cudaMemcpyKind kind)
+cudaError_t UVMC_RT_FN(cudaMemcpy2D)(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+                                     size_t height, enum cudaMemcpyKind kind)
 {
     RT_2D(cudaMemcpy2D, dst, dpitch, src, spitch, width, height, kind)
 }
 
 UVMC_RT_SYMVER(cudaMemcpy2D_ptds)
-cudaError_t UVMC_RT_FN(cudaMemcpy2D_ptds)(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height,
-                              enum cudaMemcpyKind kind)
+cudaError_t UVMC_RT_FN(cudaMemcpy2D_ptds)(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+                                          size_t height, enum cudaMemcpyKind kind)
 {
     RT_2D(cudaMemcpy2D_ptds, dst, dpitch, src, spitch, width, height, kind)
 }
 
 UVMC_RT_SYMVER(cudaMemcpy2DAsync)
-cudaError_t UVMC_RT_FN(cudaMemcpy2DAsync)(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height,
-                              enum cudaMemcpyKind kind, cudaStream_t stream)
+cudaError_t UVMC_RT_FN(cudaMemcpy2DAsync)(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+                                          size_t height, enum cudaMemcpyKind kind, cudaStream_t stream)
 {
     RT_2D(cudaMemcpy2DAsync, dst, dpitch, src, spitch, width, height, kind, stream)
 }
 
 UVMC_RT_SYMVER(cudaMemcpy2DAsync_ptsz)
 cudaError_t UVMC_RT_FN(cudaMemcpy2DAsync_ptsz)(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
-                                   size_t height, enum cudaMemcpyKind kind, cudaStream_t stream)
+                                               size_t height, enum cudaMemcpyKind kind, cudaStream_t stream)
 {
     RT_2D(cudaMemcpy2DAsync_ptsz, dst, dpitch, src, spitch, width, height, kind, stream)
 }
@@ -118,173 +118,177 @@ cudaError_t UVMC_RT_FN(cudaMemcpy3DAsync_ptsz)(const struct cudaMemcpy3DParms *p
 
 UVMC_RT_SYMVER(cudaMemcpyToSymbol)
 cudaError_t UVMC_RT_FN(cudaMemcpyToSymbol)(const void *symbol, const void *src, size_t count, size_t offset,
-                               enum cudaMemcpyKind kind)
+                                           enum cudaMemcpyKind kind)
 {
     UVMC_OBSERVED(cudaMemcpyToSymbol, USE(src, count), symbol, src, count, offset, kind)
 }
 
 UVMC_RT_SYMVER(cudaMemcpyToSymbol_ptds)
 cudaError_t UVMC_RT_FN(cudaMemcpyToSymbol_ptds)(const void *symbol, const void *src, size_t count, size_t offset,
-                                    enum cudaMemcpyKind kind)
+                                                enum cudaMemcpyKind kind)
 {
     UVMC_OBSERVED(cudaMemcpyToSymbol_ptds, USE(src, count), symbol, src, count, offset, kind)
 }
 
 UVMC_RT_SYMVER(cudaMemcpyToSymbolAsync)
 cudaError_t UVMC_RT_FN(cudaMemcpyToSymbolAsync)(const void *symbol, const void *src, size_t count, size_t offset,
-                                    enum cudaMemcpyKind kind, cudaStream_t stream)
+                                                enum cudaMemcpyKind kind, cudaStream_t stream)
 {
     UVMC_OBSERVED(cudaMemcpyToSymbolAsync, USE(src, count), symbol, src, count, offset, kind, stream)
 }
 
 UVMC_RT_SYMVER(cudaMemcpyToSymbolAsync_ptsz)
 cudaError_t UVMC_RT_FN(cudaMemcpyToSymbolAsync_ptsz)(const void *symbol, const void *src, size_t count, size_t offset,
-                                         enum cudaMemcpyKind kind, cudaStream_t stream)
+                                                     enum cudaMemcpyKind kind, cudaStream_t stream)
 {
     UVMC_OBSERVED(cudaMemcpyToSymbolAsync_ptsz, USE(src, count), symbol, src, count, offset, kind, stream)
 }
 
 UVMC_RT_SYMVER(cudaMemcpyFromSymbol)
-cudaError_t UVMC_RT_FN(cudaMemcpyFromSymbol)(void *dst, const void *symbol, size_t count, size_t offset, enum cudaMemcpyKind kind)
+cudaError_t UVMC_RT_FN(cudaMemcpyFromSymbol)(void *dst, const void *symbol, size_t count, size_t offset,
+                                             enum cudaMemcpyKind kind)
 {
     UVMC_OBSERVED(cudaMemcpyFromSymbol, USE(dst, count), dst, symbol, count, offset, kind)
 }
 
 UVMC_RT_SYMVER(cudaMemcpyFromSymbol_ptds)
 cudaError_t UVMC_RT_FN(cudaMemcpyFromSymbol_ptds)(void *dst, const void *symbol, size_t count, size_t offset,
-                                      enum cudaMemcpyKind kind)
+                                                  enum cudaMemcpyKind kind)
 {
     UVMC_OBSERVED(cudaMemcpyFromSymbol_ptds, USE(dst, count), dst, symbol, count, offset, kind)
 }
 
 UVMC_RT_SYMVER(cudaMemcpyFromSymbolAsync)
 cudaError_t UVMC_RT_FN(cudaMemcpyFromSymbolAsync)(void *dst, const void *symbol, size_t count, size_t offset,
-                                      enum cudaMemcpyKind kind, cudaStream_t stream)
+                                                  enum cudaMemcpyKind kind, cudaStream_t stream)
 {
     UVMC_OBSERVED(cudaMemcpyFromSymbolAsync, USE(dst, count), dst, symbol, count, offset, kind, stream)
 }
 
 UVMC_RT_SYMVER(cudaMemcpyFromSymbolAsync_ptsz)
 cudaError_t UVMC_RT_FN(cudaMemcpyFromSymbolAsync_ptsz)(void *dst, const void *symbol, size_t count, size_t offset,
-                                           enum cudaMemcpyKind kind, cudaStream_t stream)
+                                                       enum cudaMemcpyKind kind, cudaStream_t stream)
 {
     UVMC_OBSERVED(cudaMemcpyFromSymbolAsync_ptsz, USE(dst, count), dst, symbol, count, offset, kind,
                   stream)
 }
 
 UVMC_RT_SYMVER(cudaMemcpy2DToArray)
-cudaError_t UVMC_RT_FN(cudaMemcpy2DToArray)(cudaArray_t dst, size_t wOffset, size_t hOffset, const void *src, size_t spitch,
-                                size_t width, size_t height, enum cudaMemcpyKind kind)
+cudaError_t UVMC_RT_FN(cudaMemcpy2DToArray)(cudaArray_t dst, size_t wOffset, size_t hOffset, const void *src,
+                                            size_t spitch, size_t width, size_t height, enum cudaMemcpyKind kind)
 {
     RT_TO_ARRAY(cudaMemcpy2DToArray, dst, wOffset, hOffset, src, spitch, width, height, kind)
 }
 
 UVMC_RT_SYMVER(cudaMemcpy2DToArray_ptds)
-cudaError_t UVMC_RT_FN(cudaMemcpy2DToArray_ptds)(cudaArray_t dst, size_t wOffset, size_t hOffset, const void *src, size_t spitch,
-                                     size_t width, size_t height, enum cudaMemcpyKind kind)
+cudaError_t UVMC_RT_FN(cudaMemcpy2DToArray_ptds)(cudaArray_t dst, size_t wOffset, size_t hOffset, const void *src,
+                                                 size_t spitch, size_t width, size_t height, enum cudaMemcpyKind kind)
 {
     RT_TO_ARRAY(cudaMemcpy2DToArray_ptds, dst, wOffset, hOffset, src, spitch, width, height, kind)
 }
 
 UVMC_RT_SYMVER(cudaMemcpy2DToArrayAsync)
-cudaError_t UVMC_RT_FN(cudaMemcpy2DToArrayAsync)(cudaArray_t dst, size_t wOffset, size_t hOffset, const void *src, size_t spitch,
-                                     size_t width, size_t height, enum cudaMemcpyKind kind, cudaStream_t stream)
+cudaError_t UVMC_RT_FN(cudaMemcpy2DToArrayAsync)(cudaArray_t dst, size_t wOffset, size_t hOffset, const void *src,
+                                                 size_t spitch, size_t width, size_t height, enum cudaMemcpyKind kind,
+                                                 cudaStream_t stream)
 {
     RT_TO_ARRAY(cudaMemcpy2DToArrayAsync, dst, wOffset, hOffset, src, spitch, width, height, kind, stream)
 }
 
 UVMC_RT_SYMVER(cudaMemcpy2DToArrayAsync_ptsz)
-cudaError_t UVMC_RT_FN(cudaMemcpy2DToArrayAsync_ptsz)(cudaArray_t dst, size_t wOffset, size_t hOffset, const void *src,
-                                          size_t spitch, size_t width, size_t height, enum cudaMemcpyKind kind,
-                                          cudaStream_t stream)
+cudaError_t UVMC_RT_FN(cudaMemcpy2DToArrayAsync_ptsz)(cudaArray_t dst, size_t wOffset, size_t hOffset,
+                                                      const void *src, size_t spitch, size_t width, size_t height,
+                                                      enum cudaMemcpyKind kind, cudaStream_t stream)
 {
     RT_TO_ARRAY(cudaMemcpy2DToArrayAsync_ptsz, dst, wOffset, hOffset, src, spitch, width, height, kind, stream)
 }
 
 UVMC_RT_SYMVER(cudaMemcpy2DFromArray)
-cudaError_t UVMC_RT_FN(cudaMemcpy2DFromArray)(void *dst, size_t dpitch, cudaArray_const_t src, size_t wOffset, size_t hOffset,
-                                  size_t width, size_t height, enum cudaMemcpyKind kind)
+cudaError_t UVMC_RT_FN(cudaMemcpy2DFromArray)(void *dst, size_t dpitch, cudaArray_const_t src, size_t wOffset,
+                                              size_t hOffset, size_t width, size_t height, enum cudaMemcpyKind kind)
 {
     RT_FROM_ARRAY(cudaMemcpy2DFromArray, dst, dpitch, src, wOffset, hOffset, width, height, kind)
 }
 
 UVMC_RT_SYMVER(cudaMemcpy2DFromArray_ptds)
 cudaError_t UVMC_RT_FN(cudaMemcpy2DFromArray_ptds)(void *dst, size_t dpitch, cudaArray_const_t src, size_t wOffset,
-                                       size_t hOffset, size_t width, size_t height, enum cudaMemcpyKind kind)
+                                                   size_t hOffset, size_t width, size_t height,
+                                                   enum cudaMemcpyKind kind)
 {
     RT_FROM_ARRAY(cudaMemcpy2DFromArray_ptds, dst, dpitch, src, wOffset, hOffset, width, height, kind)
 }
 
 UVMC_RT_SYMVER(cudaMemcpy2DFromArrayAsync)
 cudaError_t UVMC_RT_FN(cudaMemcpy2DFromArrayAsync)(void *dst, size_t dpitch, cudaArray_const_t src, size_t wOffset,
-                                       size_t hOffset, size_t width, size_t height, enum cudaMemcpyKind kind,
-                                       cudaStream_t stream)
+                                                   size_t hOffset, size_t width, size_t height,
+                                                   enum cudaMemcpyKind kind, cudaStream_t stream)
 {
     RT_FROM_ARRAY(cudaMemcpy2DFromArrayAsync, dst, dpitch, src, wOffset, hOffset, width, height, kind, stream)
 }
 
 UVMC_RT_SYMVER(cudaMemcpy2DFromArrayAsync_ptsz)
-cudaError_t UVMC_RT_FN(cudaMemcpy2DFromArrayAsync_ptsz)(void *dst, size_t dpitch, cudaArray_const_t src, size_t wOffset,
-                                            size_t hOffset, size_t width, size_t height, enum cudaMemcpyKind kind,
-                                            cudaStream_t stream)
+cudaError_t UVMC_RT_FN(cudaMemcpy2DFromArrayAsync_ptsz)(void *dst, size_t dpitch, cudaArray_const_t src,
+                                                        size_t wOffset, size_t hOffset, size_t width, size_t height,
+                                                        enum cudaMemcpyKind kind, cudaStream_t stream)
 {
     RT_FROM_ARRAY(cudaMemcpy2DFromArrayAsync_ptsz, dst, dpitch, src, wOffset, hOffset, width, height, kind, stream)
 }
 
 UVMC_RT_SYMVER(cudaMemcpyToArray)
-cudaError_t UVMC_RT_FN(cudaMemcpyToArray)(cudaArray_t dst, size_t wOffset, size_t hOffset, const void *src, size_t count,
-                              enum cudaMemcpyKind kind)
+cudaError_t UVMC_RT_FN(cudaMemcpyToArray)(cudaArray_t dst, size_t wOffset, size_t hOffset, const void *src,
+                                          size_t count, enum cudaMemcpyKind kind)
 {
     UVMC_OBSERVED(cudaMemcpyToArray, USE(src, count), dst, wOffset, hOffset, src, count, kind)
 }
 
 UVMC_RT_SYMVER(cudaMemcpyToArray_ptds)
-cudaError_t UVMC_RT_FN(cudaMemcpyToArray_ptds)(cudaArray_t dst, size_t wOffset, size_t hOffset, const void *src, size_t count,
-                                   enum cudaMemcpyKind kind)
+cudaError_t UVMC_RT_FN(cudaMemcpyToArray_ptds)(cudaArray_t dst, size_t wOffset, size_t hOffset, const void *src,
+                                               size_t count, enum cudaMemcpyKind kind)
 {
     UVMC_OBSERVED(cudaMemcpyToArray_ptds, USE(src, count), dst, wOffset, hOffset, src, count, kind)
 }
 
 UVMC_RT_SYMVER(cudaMemcpyToArrayAsync)
-cudaError_t UVMC_RT_FN(cudaMemcpyToArrayAsync)(cudaArray_t dst, size_t wOffset, size_t hOffset, const void *src, size_t count,
-                                   enum cudaMemcpyKind kind, cudaStream_t stream)
+cudaError_t UVMC_RT_FN(cudaMemcpyToArrayAsync)(cudaArray_t dst, size_t wOffset, size_t hOffset, const void *src,
+                                               size_t count, enum cudaMemcpyKind kind, cudaStream_t stream)
 {
     UVMC_OBSERVED(cudaMemcpyToArrayAsync, USE(src, count), dst, wOffset, hOffset, src, count, kind, stream)
 }
 
 UVMC_RT_SYMVER(cudaMemcpyToArrayAsync_ptsz)
 cudaError_t UVMC_RT_FN(cudaMemcpyToArrayAsync_ptsz)(cudaArray_t dst, size_t wOffset, size_t hOffset, const void *src,
-                                        size_t count, enum cudaMemcpyKind kind, cudaStream_t stream)
+                                                    size_t count, enum cudaMemcpyKind kind, cudaStream_t stream)
 {
     UVMC_OBSERVED(cudaMemcpyToArrayAsync_ptsz, USE(src, count), dst, wOffset, hOffset, src, count, kind,
                   stream)
 }
 
 UVMC_RT_SYMVER(cudaMemcpyFromArray)
-cudaError_t UVMC_RT_FN(cudaMemcpyFromArray)(void *dst, cudaArray_const_t src, size_t wOffset, size_t hOffset, size_t count,
-                                enum cudaMemcpyKind kind)
+cudaError_t UVMC_RT_FN(cudaMemcpyFromArray)(void *dst, cudaArray_const_t src, size_t wOffset, size_t hOffset,
+                                            size_t count, enum cudaMemcpyKind kind)
 {
     UVMC_OBSERVED(cudaMemcpyFromArray, USE(dst, count), dst, src, wOffset, hOffset, count, kind)
 }
 
 UVMC_RT_SYMVER(cudaMemcpyFromArray_ptds)
-cudaError_t UVMC_RT_FN(cudaMemcpyFromArray_ptds)(void *dst, cudaArray_const_t src, size_t wOffset, size_t hOffset, size_t count,
-                                     enum cudaMemcpyKind kind)
+cudaError_t UVMC_RT_FN(cudaMemcpyFromArray_ptds)(void *dst, cudaArray_const_t src, size_t wOffset, size_t hOffset,
+                                                 size_t count, enum cudaMemcpyKind kind)
 {
     UVMC_OBSERVED(cudaMemcpyFromArray_ptds, USE(dst, count), dst, src, wOffset, hOffset, count, kind)
 }
 
 UVMC_RT_SYMVER(cudaMemcpyFromArrayAsync)
-cudaError_t UVMC_RT_FN(cudaMemcpyFromArrayAsync)(void *dst, cudaArray_const_t src, size_t wOffset, size_t hOffset, size_t count,
-                                     enum cudaMemcpyKind kind, cudaStream_t stream)
+cudaError_t UVMC_RT_FN(cudaMemcpyFromArrayAsync)(void *dst, cudaArray_const_t src, size_t wOffset, size_t hOffset,
+                                                 size_t count, enum cudaMemcpyKind kind, cudaStream_t stream)
 {
     UVMC_OBSERVED(cudaMemcpyFromArrayAsync, USE(dst, count), dst, src, wOffset, hOffset, count, kind,
                   stream)
 }
 
 UVMC_RT_SYMVER(cudaMemcpyFromArrayAsync_ptsz)
-cudaError_t UVMC_RT_FN(cudaMemcpyFromArrayAsync_ptsz)(void *dst, cudaArray_const_t src, size_t wOffset, size_t hOffset,
-                                          size_t count, enum cudaMemcpyKind kind, cudaStream_t stream)
+cudaError_t UVMC_RT_FN(cudaMemcpyFromArrayAsync_ptsz)(void *dst, cudaArray_const_t src, size_t wOffset,
+                                                      size_t hOffset, size_t count, enum cudaMemcpyKind kind,
+                                                      cudaStream_t stream)
 {
     UVMC_OBSERVED(cudaMemcpyFromArrayAsync_ptsz, USE(dst, count), dst, src, wOffset, hOffset, count, kind,
                   stream)
@@ -346,7 +350,8 @@ cudaError_t UVMC_RT_FN(cudaMemset2DAsync_ptsz)(void *devPtr, size_t pitch, int v
 
 /* A 3-D memset covers the pitched pointer's slices from its origin. */
 static const struct cudaPos uvmc_origin;
-#define RT_SET_3D(name, ...) UVMC_OBSERVED(name, uvmc_use_pitched_3d(&pitchedDevPtr, &uvmc_origin, &extent, rt), __VA_ARGS__)
+#define RT_SET_3D(name, ...) \
+    UVMC_OBSERVED(name, uvmc_use_pitched_3d(&pitchedDevPtr, &uvmc_origin, &extent, rt), __VA_ARGS__)
 
 UVMC_RT_SYMVER(cudaMemset3D)
 cudaError_t UVMC_RT_FN(cudaMemset3D)(struct cudaPitchedPtr pitchedDevPtr, int value, struct cudaExtent extent)
@@ -445,8 +450,8 @@ cudaError_t UVMC_RT_FN(cudaMemcpyBatchAsync)(void *const *dsts, const void *cons
 
 UVMC_RT_SYMVER(cudaMemcpyBatchAsync_ptsz)
 cudaError_t UVMC_RT_FN(cudaMemcpyBatchAsync_ptsz)(void *const *dsts, const void *const *srcs, const size_t *sizes,
-                                                  size_t count, struct cudaMemcpyAttributes *attrs,
-                                                  size_t *attrsIdxs, size_t numAttrs, cudaStream_t stream)
+                                                  size_t count, struct cudaMemcpyAttributes *attrs, size_t *attrsIdxs,
+                                                  size_t numAttrs, cudaStream_t stream)
 {
     UVMC_OBSERVED(cudaMemcpyBatchAsync_ptsz, uvmc_use_batch(dsts, srcs, sizes, count, rt), dsts, srcs, sizes, count,
                   attrs, attrsIdxs, numAttrs, stream)

@@ -82,8 +82,8 @@ static void teardown(void)
 
 START_TEST(split_without_range_attributes_and_not_across_allocations)
 {
-    /* The strict simulator fails every query that names a range attribute of managed memory (BRIEF
-     * §8: documented for cuMemAddressReserve ranges, not answered for managed memory). */
+    /* The strict simulator fails every query that names a range attribute of managed memory
+     * (tests/sim/README.md, UVMSIM_MANAGED_RANGE). */
     size_t size = 1;
     ck_assert_int_eq(cuPointerGetAttribute(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, (CUdeviceptr)(uintptr_t)src),
                      CUDA_ERROR_INVALID_VALUE);

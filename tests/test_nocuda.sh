@@ -1,7 +1,7 @@
 #!/bin/sh
 # test_nocuda.sh LIB NEXT_INTERPOSER LATER_DLSYM [DLSYM_OBJECT]: the library preloaded into programs
-# that never touch CUDA exits 0, writes nothing on stderr, and never loads a CUDA library (BRIEF §2:
-# no DT_NEEDED, NOLOAD lookups); it exports CUDA names only, no dlsym, so a dlsym exported by an
+# that never touch CUDA exits 0, writes nothing on stderr, and never loads a CUDA library (no
+# DT_NEEDED, NOLOAD lookups: sglang#36533, triton#2845); it exports CUDA names only, no dlsym, so a dlsym exported by an
 # object loaded after it (LATER_DLSYM, a stand-in for HAMi-core's libvgpu.so) still answers. With
 # DLSYM_OBJECT (libuvmchunk-dlsym.so, x86-64), the same through it, which exports dlsym alone.
 lib=$1

@@ -303,7 +303,7 @@ static CUresult ptr_attr_locked(void *data, CUpointer_attribute at, uintptr_t p,
     case CU_POINTER_ATTRIBUTE_BUFFER_ID: *(unsigned long long *)data = a ? a->id : 0; break;
     case CU_POINTER_ATTRIBUTE_IS_MANAGED: *(unsigned int *)data = a && a->kind == A_MANAGED; break;
     case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: *(int *)data = a ? 0 : -2; break;
-    /* UVMSIM_MANAGED_RANGE=none: managed memory answers 0; refuse: the whole query fails (BRIEF §8) */
+    /* UVMSIM_MANAGED_RANGE=none: managed memory answers 0; refuse: the whole query fails (README.md) */
     case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
     case CU_POINTER_ATTRIBUTE_RANGE_SIZE: {
         int exact = a && (a->kind != A_MANAGED || sim_sw.managed_range == SIM_RANGE_EXACT);
