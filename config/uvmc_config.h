@@ -21,7 +21,7 @@ struct uvmc_config {
     size_t pinned_threshold;      /* bytes; pinned requests this large become pageable; 0 = off */
     enum uvmc_engine engine;      /* how split blocks are copied: host memcpy or copy engine */
     unsigned copy_threads;        /* host threads per block of the host engine, 1..64 */
-    bool intercept_dlsym;         /* redirect dlsym lookups of cuGetProcAddress (static runtimes) */
+    bool intercept_dlsym;         /* static runtimes expected: warn when libuvmchunk-dlsym.so is missing */
     bool dcp_views;               /* the Python package's automatic zero-copy DCP views (read by Python only) */
 };
 

@@ -61,27 +61,56 @@ static void fbgemm_advice(void *p, size_t n)
     CK(cudaMemAdvise(p, n, cudaMemAdviseSetAccessedBy, gpu));
 }
 
-/* ---- ranges: do the range attributes answer for managed memory? are buffer ids per allocation? */
+/* ---- ranges: which pointer-attribute queries answer for managed memory (each combination alone:
+ * a driver may fail a whole query for one attribute it does not answer), do the range attributes
+ * answer, are buffer ids per allocation? */
+static void ask(const char *what, const char *note, const CUpointer_attribute *at, unsigned n, CUdeviceptr p)
+{
+    unsigned int managed = 0;
+    unsigned long long id = 0;
+    CUdeviceptr start = 0;
+    size_t size = 0;
+    void *data[4];
+    for (unsigned i = 0; i < n; i++)
+        data[i] = at[i] == CU_POINTER_ATTRIBUTE_IS_MANAGED  ? (void *)&managed
+                  : at[i] == CU_POINTER_ATTRIBUTE_BUFFER_ID ? (void *)&id
+                  : at[i] == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR ? (void *)&start
+                                                                   : (void *)&size;
+    CUresult r = cuPointerGetAttributes(n, (CUpointer_attribute *)at, data, p);
+    char fact[96];
+    snprintf(fact, sizeof fact, "managed: cuPointerGetAttributes {%s}", what);
+    rowf(fact, note, "CUresult %d, is_managed %u, id %s, start %s, size %zu",
+         (int)r, managed, id ? "set" : "0", start ? "set" : "0", size);
+}
+
 static int probe_ranges(void)
 {
     char *a, *b;
     CK(cudaMallocManaged((void **)&a, 64 * MIB, cudaMemAttachGlobal));
     CK(cudaMallocManaged((void **)&b, 64 * MIB, cudaMemAttachGlobal));
-    unsigned int managed = 0;
-    unsigned long long id0 = 0, id1 = 0, id2 = 0;
+    CUdeviceptr in = (CUdeviceptr)(uintptr_t)(a + 5 * MIB);
+    const CUpointer_attribute m = CU_POINTER_ATTRIBUTE_IS_MANAGED, id = CU_POINTER_ATTRIBUTE_BUFFER_ID,
+                              rs = CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, rz = CU_POINTER_ATTRIBUTE_RANGE_SIZE;
+    ask("IS_MANAGED", "", (CUpointer_attribute[]){m}, 1, in);
+    ask("BUFFER_ID", "", (CUpointer_attribute[]){id}, 1, in);
+    ask("IS_MANAGED, BUFFER_ID", "what the library asks of a copy's source (first and last byte)",
+        (CUpointer_attribute[]){m, id}, 2, in);
+    ask("RANGE_START, RANGE_SIZE", "", (CUpointer_attribute[]){rs, rz}, 2, in);
+    ask("IS_MANAGED, BUFFER_ID, RANGE_START, RANGE_SIZE", "what the library asked before issue 16",
+        (CUpointer_attribute[]){m, id, rs, rz}, 4, in);
     CUdeviceptr start = 0;
     size_t size = 0;
-    CUpointer_attribute at[] = {CU_POINTER_ATTRIBUTE_IS_MANAGED, CU_POINTER_ATTRIBUTE_BUFFER_ID,
-                                CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, CU_POINTER_ATTRIBUTE_RANGE_SIZE};
-    void *data[] = {&managed, &id0, &start, &size};
-    CUresult r = cuPointerGetAttributes(4, at, data, (CUdeviceptr)(uintptr_t)(a + 5 * MIB));
-    rowf("managed: cuPointerGetAttributes", "", "CUresult %d, is_managed %u", (int)r, managed);
-    rowf("managed: RANGE_START/RANGE_SIZE of an interior pointer", "0 means: not answered for managed memory",
-         "start %s, size %zu", start == (CUdeviceptr)(uintptr_t)a ? "= base" : start ? "other" : "0", size);
+    CUresult r = cuPointerGetAttribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, in);
+    CUresult r2 = cuPointerGetAttribute(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, in);
+    rowf("managed: RANGE_START/RANGE_SIZE of an interior pointer", "0 or an error: not answered for managed memory",
+         "CUresult %d/%d, start %s, size %zu", (int)r, (int)r2,
+         start == (CUdeviceptr)(uintptr_t)a ? "= base" : start ? "other" : "0", size);
     CUdeviceptr base = 0;
     size_t bsize = 0;
-    r = cuMemGetAddressRange(&base, &bsize, (CUdeviceptr)(uintptr_t)(a + 5 * MIB));
+    r = cuMemGetAddressRange(&base, &bsize, in);
     rowf("managed: cuMemGetAddressRange", "", "CUresult %d, size %zu", (int)r, bsize);
+    unsigned long long id0 = 0, id1 = 0, id2 = 0;
+    cuPointerGetAttribute(&id0, CU_POINTER_ATTRIBUTE_BUFFER_ID, in);
     cuPointerGetAttribute(&id1, CU_POINTER_ATTRIBUTE_BUFFER_ID, (CUdeviceptr)(uintptr_t)(a + 64 * MIB - 1));
     cuPointerGetAttribute(&id2, CU_POINTER_ATTRIBUTE_BUFFER_ID, (CUdeviceptr)(uintptr_t)b);
     rowf("managed: BUFFER_ID first/last byte equal, other allocation distinct", "the library's containment test",

@@ -1,12 +1,14 @@
-/* dlsym_x86_64.S: the exported dlsym. It asks uvmc_dlsym_target which function answers this
- * lookup, then jumps there: glibc's dlsym still sees the caller's return address, so RTLD_NEXT
- * keeps the caller's scope for every lookup the library does not redirect. */
+/* dlsym_x86_64.S: the dlsym libuvmchunk-dlsym.so exports. It asks uvmc_dlsym_target which function
+ * answers this lookup (passing the caller's return address, which tells whose lookup it is), then
+ * jumps there: the next dlsym still sees the caller's return address, so RTLD_NEXT keeps the
+ * caller's scope for every lookup that is not redirected. */
     .text
     .globl  dlsym
     .type   dlsym, @function
 dlsym:
     .cfi_startproc
     endbr64
+    movq    (%rsp), %rdx            /* the caller's return address: third argument */
     pushq   %rdi
     .cfi_adjust_cfa_offset 8
     pushq   %rsi

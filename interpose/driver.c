@@ -1,6 +1,8 @@
 /* driver.c: the exported driver API copy entry points (cuMemcpyDtoH*, unified cuMemcpy*), routed
  * through the same classification and engine as the runtime's, with CUresult codes throughout. */
+#include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "uvmc.h"
 
@@ -20,8 +22,9 @@ enum uvmc_driver_entry {
 
 #define P(x) ((CUdeviceptr)(uintptr_t)(x))
 
-static bool uvmc_drv_ready(void)
+static bool uvmc_drv_ready(const struct uvmc_copy *c)
 {
+    (void)c;
     return uvmc_real.cuMemcpyDtoHAsync_v2 && uvmc_real.cuMemcpyDtoHAsync_v2_ptsz && uvmc_real.cuMemcpyAsync &&
            uvmc_real.cuMemcpyAsync_ptsz && uvmc_drv.cuEventSynchronize && uvmc_drv.cuStreamSynchronize;
 }
@@ -36,13 +39,15 @@ static int uvmc_drv_block(const struct uvmc_copy *c, void *dst, const void *src,
     return (c->per_thread ? uvmc_real.cuMemcpyAsync_ptsz : uvmc_real.cuMemcpyAsync)(P(dst), P(src), len, c->stream);
 }
 
-static int uvmc_drv_event_sync(CUevent ev)
+static int uvmc_drv_event_sync(const struct uvmc_copy *c, CUevent ev)
 {
+    (void)c;
     return uvmc_drv.cuEventSynchronize(ev);
 }
 
-static int uvmc_drv_stream_sync(CUstream s)
+static int uvmc_drv_stream_sync(const struct uvmc_copy *c, CUstream s)
 {
+    (void)c;
     return uvmc_drv.cuStreamSynchronize(s);
 }
 
@@ -74,7 +79,6 @@ static int uvmc_drv_passthrough(const struct uvmc_copy *c)
 }
 
 static const struct uvmc_api uvmc_driver_api = {
-    .runtime = false,
     .ready = uvmc_drv_ready,
     .block = uvmc_drv_block,
     .event_sync = uvmc_drv_event_sync,
@@ -82,17 +86,32 @@ static const struct uvmc_api uvmc_driver_api = {
     .passthrough = uvmc_drv_passthrough,
 };
 
-/* Same shape as the runtime's: one comparison below the threshold, then classify → engine. The
- * re-entrancy guard also keeps a copy the runtime path is already splitting from being split
- * again when a runtime underneath calls these names. */
+/* Everything but the hot path, out of line: the real function found (else the call fails as a
+ * missing library would), then the rest (engine.c). */
+static __attribute__((noinline)) int uvmc_drv_copy(struct uvmc_copy *c, size_t field, const char *name)
+{
+    uvmc_init();
+    void *fn;
+    memcpy(&fn, (const char *)&uvmc_real + field, sizeof fn);
+    if (!fn && !uvmc_resolve_real())
+        memcpy(&fn, (const char *)&uvmc_real + field, sizeof fn);
+    if (!fn) {
+        uvmc_report_missing(name);
+        return CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND;
+    }
+    return uvmc_copy_rest(c);
+}
+
+/* Same shape as the runtime's: the hot path (uvmc.h), then classify → engine. The re-entrancy
+ * guard also keeps a copy the runtime path is already splitting from being split again when a
+ * runtime underneath calls these names. */
 #define UVMC_DRV_BODY(name, entry_, kind_, sync_, ptd_, dst_, src_, stream_, ...)                       \
-    UVMC_PASS_SMALL_COPY(name, CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND, (const void *)(uintptr_t)(dst_),   \
-                         (const void *)(uintptr_t)(src_), __VA_ARGS__)                                 \
+    if (UVMC_HOT_COPY(uvmc_real.name, (const void *)(uintptr_t)(dst_), (const void *)(uintptr_t)(src_)))  \
+        return uvmc_real.name(__VA_ARGS__);                                                             \
     struct uvmc_copy c = {.api = &uvmc_driver_api, .entry = entry_, .sync = sync_, .per_thread = ptd_,  \
-                          .small = uvmc_small_,                                                      \
                           .dst = (void *)(uintptr_t)(dst_), .src = (const void *)(uintptr_t)(src_),      \
                           .count = count, .kind = kind_, .stream = stream_};                            \
-    return (CUresult)uvmc_large_copy(&c);
+    return (CUresult)uvmc_drv_copy(&c, offsetof(struct uvmc_real, name), #name);
 
 #define DTOH cudaMemcpyDeviceToHost
 #define UNIFIED cudaMemcpyDefault

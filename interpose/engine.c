@@ -16,6 +16,8 @@
  * there (a GPU-resident one would migrate and fault back at the next kernel, BRIEF §8). */
 static enum uvmc_prefetch uvmc_prefetch_of(const struct uvmc_copy *c)
 {
+    if (c->drained)
+        return UVMC_PREFETCH_NONE;
     if (c->mode == UVMC_MODE_HOST || uvmc_cfg.prefetch == UVMC_PREFETCH_HOST)
         return c->prefers_host ? UVMC_PREFETCH_HOST : UVMC_PREFETCH_NONE;
     return uvmc_cfg.prefetch;
@@ -47,6 +49,7 @@ struct uvmc_plan {
     size_t group;       /* blocks per group: one event after each group */
     unsigned inflight;  /* groups queued at once (2 overlaps the host's part with the device's) */
     char *ring;         /* staging ring (staged mode) */
+    bool wait_failed;   /* a wait returned an error: what was queued may still be running */
 };
 
 static size_t uvmc_block_len(const struct uvmc_copy *c, const struct uvmc_plan *p, size_t i)
@@ -97,7 +100,7 @@ static void uvmc_host_part(const struct uvmc_copy *c, const struct uvmc_plan *p,
  * the wait sleeps), or the whole stream when there is none. */
 static int uvmc_wait(const struct uvmc_copy *c, CUevent ev)
 {
-    return ev ? c->api->event_sync(ev) : c->api->stream_sync(c->hstream);
+    return ev ? c->api->event_sync(c, ev) : c->api->stream_sync(c, c->hstream);
 }
 
 /* An asynchronous copy into pinned memory: queued, returned at once (a stream the caller gates on
@@ -126,10 +129,10 @@ struct uvmc_group {
 
 /* Waits for the group, then does the host's part of it. After an earlier error it only waits, so
  * nothing the device still writes (the ring) is handed back early. */
-static int uvmc_finish_group(const struct uvmc_copy *c, const struct uvmc_plan *p, const struct uvmc_group *g,
-                             int rc)
+static int uvmc_finish_group(const struct uvmc_copy *c, struct uvmc_plan *p, const struct uvmc_group *g, int rc)
 {
     int w = uvmc_wait(c, g->recorded ? g->ev : NULL);
+    p->wait_failed = p->wait_failed || w != 0;
     if (rc != 0 || w != 0)
         return rc != 0 ? rc : w;
     for (size_t i = g->first; i < g->end; i++)
@@ -195,7 +198,20 @@ int uvmc_engine_copy(const struct uvmc_copy *c_in)
 
     unsigned long long t0 = uvmc_now_ns();
     size_t issued = 0;
-    int rc = c->mode == UVMC_MODE_QUEUE ? uvmc_run_queued(c, &p, &issued) : uvmc_run_grouped(c, &p, &issued);
+    int rc = 0;
+    if (c->drained) { /* nothing queued on the stream: what it would wait for has completed */
+        for (; issued < p.nblocks; issued++)
+            uvmc_host_part(c, &p, issued);
+    } else {
+        rc = c->mode == UVMC_MODE_QUEUE ? uvmc_run_queued(c, &p, &issued) : uvmc_run_grouped(c, &p, &issued);
+    }
+    /* A failed wait says nothing of the blocks behind it: they are drained before the call returns
+     * and the ring is handed on. If even that fails, the ring is given up, never reused. */
+    if (p.wait_failed && uvmc_drv.cuStreamSynchronize(c->hstream) != CUDA_SUCCESS &&
+        (!uvmc_drv.cuCtxSynchronize || uvmc_drv.cuCtxSynchronize() != CUDA_SUCCESS) && p.ring) {
+        uvmc_staging_abandon();
+        p.ring = NULL;
+    }
     if (p.ring)
         uvmc_staging_release();
 
@@ -228,13 +244,17 @@ int uvmc_large_copy(struct uvmc_copy *c)
 {
     int rc;
     uvmc_tls_busy++;
-    if (!c->small && uvmc_classify(c)) {
-        uvmc_lazy_claim(c->dst, c->count); /* a split copy's destination stays pageable */
+    struct uvmc_relaxed mode = {.exchanged = false};
+    if (!c->small && uvmc_classify(c, &mode)) {
+        if (!c->dst_pinned) /* a split copy's destination stays pageable until its next other use */
+            uvmc_lazy_claim(c->dst, c->count);
         rc = uvmc_engine_copy(c);
+        uvmc_unrelax(mode);
     } else {
+        uvmc_unrelax(mode);
         uvmc_tls_busy--; /* any other use pins a lazy buffer before the call proceeds */
-        uvmc_lazy_use(c->dst, c->count, c->api->runtime);
-        uvmc_lazy_use(c->src, c->count, c->api->runtime);
+        uvmc_lazy_use(c->dst, c->count, c->rt);
+        uvmc_lazy_use(c->src, c->count, c->rt);
         uvmc_tls_busy++;
         atomic_fetch_add_explicit(c->small ? &uvmc_stats.passed_small : &uvmc_stats.passed_large, 1,
                                   memory_order_relaxed);
@@ -242,4 +262,15 @@ int uvmc_large_copy(struct uvmc_copy *c)
     }
     uvmc_tls_busy--;
     return rc;
+}
+
+int uvmc_copy_rest(struct uvmc_copy *c)
+{
+    c->small = c->count < uvmc_hot_threshold || uvmc_tls_busy;
+    if (c->small && (!uvmc_lazy_maybe2(c->dst, c->src, c->count) || uvmc_tls_busy)) {
+        if (uvmc_cfg.stats)
+            atomic_fetch_add_explicit(&uvmc_stats.passed_small, 1, memory_order_relaxed);
+        return c->api->passthrough(c);
+    }
+    return uvmc_large_copy(c);
 }

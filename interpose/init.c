@@ -1,5 +1,5 @@
 /* init.c: one-time initialisation: configuration, real-function resolution, fork handlers.
- * Runs at the first interposed call (never from a constructor), so non-CUDA processes pay nothing. */
+ * Runs at the first interposed call, so non-CUDA processes pay nothing but one lookup at load. */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -36,9 +36,16 @@ static void uvmc_atfork_prepare(void)
     uvmc_lazy_atfork_prepare();
 }
 
-static void uvmc_atfork_release(void)
+static void uvmc_atfork_parent(void)
 {
-    uvmc_lazy_atfork_release();
+    uvmc_lazy_atfork_parent();
+    uvmc_host_pool_atfork_release();
+    uvmc_resolve_atfork_release();
+}
+
+static void uvmc_atfork_child(void)
+{
+    uvmc_lazy_atfork_child();
     uvmc_host_pool_atfork_release();
     uvmc_resolve_atfork_release();
 }
@@ -57,6 +64,18 @@ static void uvmc_check_shadowed(void)
                  info.dli_fname);
 }
 
+/* intercept_dlsym = on once meant libuvmchunk.so's own dlsym export; that export is now the
+ * opt-in libuvmchunk-dlsym.so (dlsym.c), and the key only says whether it was expected. */
+static void uvmc_check_static_runtime_support(void)
+{
+    void *h = dlopen("libuvmchunk-dlsym.so", RTLD_LAZY | RTLD_NOLOAD);
+    if (h)
+        dlclose(h); /* drops only the reference NOLOAD took */
+    else
+        uvmc_log(UVMC_LOG_WARN, "intercept_dlsym = on needs libuvmchunk-dlsym.so preloaded before libuvmchunk.so "
+                                "(uvmchunk-run --static-runtime); statically linked runtimes are not caught");
+}
+
 static void uvmc_do_init(void)
 {
     struct uvmc_config cfg;
@@ -64,20 +83,32 @@ static void uvmc_do_init(void)
     uvmc_cfg = cfg;
     uvmc_hot_threshold = cfg.enabled ? cfg.threshold : SIZE_MAX;
     if (!uvmc_resolve_real())
-        uvmc_log(UVMC_LOG_DEBUG, "CUDA runtime not found yet; resolution is retried at each call");
-    pthread_atfork(uvmc_atfork_prepare, uvmc_atfork_release, uvmc_atfork_release);
+        uvmc_log(UVMC_LOG_DEBUG, "CUDA driver not found yet; resolution is retried at each call");
+    pthread_atfork(uvmc_atfork_prepare, uvmc_atfork_parent, uvmc_atfork_child);
     if (UVMC_LOG_ON(UVMC_LOG_INFO)) {
         char desc[512];
         uvmc_config_describe(&cfg, desc, sizeof desc);
         uvmc_log(UVMC_LOG_INFO, "%s (pid %d)", desc, (int)getpid());
     }
     uvmc_check_shadowed();
+    if (cfg.intercept_dlsym)
+        uvmc_check_static_runtime_support();
     atomic_store_explicit(&uvmc_initialized, true, memory_order_release);
 }
 
 void uvmc_init_slow(void)
 {
     pthread_once(&uvmc_once, uvmc_do_init);
+}
+
+/* The one thing done at load: an object loaded earlier that defines cudaMemcpyAsync takes every
+ * call, so the first interposed call, which would initialise the library and say so, never comes.
+ * Then the library initialises now (and warns); otherwise it waits for that call. */
+__attribute__((constructor)) static void uvmc_load(void)
+{
+    void *fn = uvmc_real_dlsym()(RTLD_DEFAULT, "cudaMemcpyAsync");
+    if (fn && !uvmc_is_ours(fn))
+        uvmc_init();
 }
 
 /* Runs at exit (the library is never unloaded before that). */

@@ -1,7 +1,10 @@
-/* lazy.c: lazily pinned buffers. A large page-locked request is served (or registered) lazily; its
- * first use the library can observe decides what it becomes: the destination of a split copy out of
- * managed memory stays pageable (only the bytes written become resident, nothing is locked); any
- * other use makes it real pinned memory first, so every promise of pinned memory holds (BRIEF §8). */
+/* lazy.c: lazily pinned buffers. A large page-locked request is served (or registered) lazily; the
+ * uses the library can observe decide what it becomes: as the destination of split copies out of
+ * managed memory it stays pageable (only the bytes written become resident, nothing is locked);
+ * any other use makes it real pinned memory first, so every promise of pinned memory holds
+ * (cuda_runtime_api.h, "Automatic Mapping of Host Allocated Host Memory"). No lock is held across
+ * a driver call: the entry is marked busy, the lock dropped, the call made, the lock taken again;
+ * racing uses of the same buffer wait for that one call, uses of other memory never do. */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -12,16 +15,19 @@
 #include "uvmc.h"
 
 enum uvmc_lazy_state {
-    UVMC_LAZY_UNDECIDED, /* no use seen yet */
-    UVMC_LAZY_PAGEABLE,  /* a split copy's destination, or a failed conversion: pageable for good */
+    UVMC_LAZY_UNDECIDED, /* no use seen yet: watched */
+    UVMC_LAZY_WRITTEN,   /* only split copies wrote it so far: pageable, still watched */
+    UVMC_LAZY_PAGEABLE,  /* its conversion failed: pageable for good */
     UVMC_LAZY_PINNED,    /* converted: registered with the driver */
 };
 
 struct uvmc_lazy {
     void *ptr;
     size_t size;        /* bytes */
-    unsigned flags;     /* what the caller asked for (Portable or not) */
+    unsigned flags;     /* registration flags its conversion uses */
     bool mapped;        /* our mapping (an allocation), else the caller's memory (a registration) */
+    bool busy;          /* a driver call on it runs without the lock: others wait on uvmc_lazy_cv */
+    int slot;           /* its fast-path slot while watched, else -1 */
     enum uvmc_lazy_state state;
     pid_t pid;          /* the process that made it: in a forked child it is the parent's, and
                          * calls on it get the real answer (CUDA is unusable there) */
@@ -29,31 +35,93 @@ struct uvmc_lazy {
 };
 
 static struct uvmc_lazy *uvmc_lazy_table;
-/* Held across a conversion too, so racing first uses convert a buffer once. */
 static pthread_mutex_t uvmc_lazy_lock = PTHREAD_MUTEX_INITIALIZER;
-atomic_size_t uvmc_lazy_live;            /* entries in the table: frees skip the lock while 0 */
-atomic_uintptr_t uvmc_lazy_lo, uvmc_lazy_hi; /* bounds of the undecided buffers; hi 0 when none */
+static pthread_cond_t uvmc_lazy_cv = PTHREAD_COND_INITIALIZER; /* an entry stopped being busy */
+atomic_size_t uvmc_lazy_live;
+struct uvmc_lazy_range uvmc_lazy_slots[UVMC_LAZY_SLOTS];
+atomic_uintptr_t uvmc_lazy_lo, uvmc_lazy_hi;
+atomic_bool uvmc_lazy_spill;
 
-/* Under the lock: the bounds the hot path checks, over the buffers still undecided. */
-static void uvmc_lazy_bounds_locked(void)
+static bool uvmc_watched(const struct uvmc_lazy *e)
 {
+    return e->state == UVMC_LAZY_UNDECIDED || e->state == UVMC_LAZY_WRITTEN;
+}
+
+static bool uvmc_overlaps(const struct uvmc_lazy *e, uintptr_t a, uintptr_t b)
+{
+    return a < uvmc_end(e->ptr, e->size) && b > (uintptr_t)e->ptr;
+}
+
+bool uvmc_lazy_hit(uintptr_t a, uintptr_t b)
+{
+    if (atomic_load_explicit(&uvmc_lazy_spill, memory_order_acquire))
+        return true; /* more watched buffers than slots: the table answers, under the lock */
+    for (unsigned i = 0; i < UVMC_LAZY_SLOTS; i++) {
+        uintptr_t hi = atomic_load_explicit(&uvmc_lazy_slots[i].hi, memory_order_acquire);
+        if (hi && a < hi && b > atomic_load_explicit(&uvmc_lazy_slots[i].lo, memory_order_relaxed))
+            return true;
+    }
+    return false;
+}
+
+/* Under the lock: publishes what is watched now. Each watched entry keeps its slot (or gets a free
+ * one); a slot's lo is written before its hi (release), the hull after every slot, so a reader that
+ * sees a bound sees what it covers. */
+static void uvmc_publish_locked(void)
+{
+    bool used[UVMC_LAZY_SLOTS] = {false}, spill = false;
     uintptr_t lo = UINTPTR_MAX, hi = 0;
-    for (struct uvmc_lazy *e = uvmc_lazy_table; e; e = e->hh.next)
-        if (e->state == UVMC_LAZY_UNDECIDED) {
-            if ((uintptr_t)e->ptr < lo)
-                lo = (uintptr_t)e->ptr;
-            if ((uintptr_t)e->ptr + e->size > hi)
-                hi = (uintptr_t)e->ptr + e->size;
+    for (struct uvmc_lazy *e = uvmc_lazy_table; e; e = e->hh.next) {
+        if (!uvmc_watched(e) || e->pid != getpid()) {
+            e->slot = -1;
+            continue;
         }
+        if (e->slot >= 0)
+            used[e->slot] = true;
+        if ((uintptr_t)e->ptr < lo)
+            lo = (uintptr_t)e->ptr;
+        if (uvmc_end(e->ptr, e->size) > hi)
+            hi = uvmc_end(e->ptr, e->size);
+    }
+    for (struct uvmc_lazy *e = uvmc_lazy_table; e; e = e->hh.next) {
+        if (!uvmc_watched(e) || e->pid != getpid() || e->slot >= 0)
+            continue;
+        for (int i = 0; i < UVMC_LAZY_SLOTS && e->slot < 0; i++)
+            if (!used[i]) {
+                used[i] = true;
+                e->slot = i;
+            }
+        spill = spill || e->slot < 0;
+    }
+    for (int i = 0; i < UVMC_LAZY_SLOTS; i++)
+        if (!used[i])
+            atomic_store_explicit(&uvmc_lazy_slots[i].hi, 0, memory_order_relaxed);
+    for (struct uvmc_lazy *e = uvmc_lazy_table; e; e = e->hh.next)
+        if (e->slot >= 0 &&
+            atomic_load_explicit(&uvmc_lazy_slots[e->slot].lo, memory_order_relaxed) != (uintptr_t)e->ptr) {
+            atomic_store_explicit(&uvmc_lazy_slots[e->slot].hi, 0, memory_order_relaxed);
+            atomic_store_explicit(&uvmc_lazy_slots[e->slot].lo, (uintptr_t)e->ptr, memory_order_relaxed);
+            atomic_store_explicit(&uvmc_lazy_slots[e->slot].hi, uvmc_end(e->ptr, e->size), memory_order_release);
+        } else if (e->slot >= 0) {
+            atomic_store_explicit(&uvmc_lazy_slots[e->slot].hi, uvmc_end(e->ptr, e->size), memory_order_release);
+        }
+    atomic_store_explicit(&uvmc_lazy_spill, spill, memory_order_release);
     atomic_store_explicit(&uvmc_lazy_lo, hi ? lo : 0, memory_order_relaxed);
     atomic_store_explicit(&uvmc_lazy_hi, hi, memory_order_release);
 }
 
-/* The end of [p, p+n), saturated: a range that would wrap still overlaps what lies above p. */
-static uintptr_t uvmc_end(const void *p, size_t n)
+struct uvmc_relaxed uvmc_relax(void)
 {
-    uintptr_t a = (uintptr_t)p;
-    return n > UINTPTR_MAX - a ? UINTPTR_MAX : a + (n ? n : 1);
+    struct uvmc_relaxed r = {CU_STREAM_CAPTURE_MODE_RELAXED, false};
+    r.exchanged = uvmc_drv.cuThreadExchangeStreamCaptureMode &&
+                  uvmc_drv.cuThreadExchangeStreamCaptureMode(&r.mode) == CUDA_SUCCESS;
+    return r;
+}
+
+void uvmc_unrelax(struct uvmc_relaxed r)
+{
+    if (r.exchanged)
+        uvmc_drv.cuThreadExchangeStreamCaptureMode(&r.mode);
 }
 
 /* Records a buffer: 0; 712 when it overlaps one already recorded (what a second registration of
@@ -63,12 +131,12 @@ static int uvmc_lazy_add(void *ptr, size_t size, unsigned flags, bool mapped)
     struct uvmc_lazy *e = malloc(sizeof *e);
     if (!e)
         return -1;
-    *e = (struct uvmc_lazy){.ptr = ptr, .size = size, .flags = flags, .mapped = mapped, .state = UVMC_LAZY_UNDECIDED,
-                            .pid = getpid()};
+    *e = (struct uvmc_lazy){.ptr = ptr, .size = size, .flags = flags, .mapped = mapped, .slot = -1,
+                            .state = UVMC_LAZY_UNDECIDED, .pid = getpid()};
     uintptr_t a = (uintptr_t)ptr, b = uvmc_end(ptr, size);
     pthread_mutex_lock(&uvmc_lazy_lock);
     for (struct uvmc_lazy *o = uvmc_lazy_table; o; o = o->hh.next)
-        if (o->pid == e->pid && a < uvmc_end(o->ptr, o->size) && b > (uintptr_t)o->ptr) {
+        if (o->pid == e->pid && uvmc_overlaps(o, a, b)) {
             pthread_mutex_unlock(&uvmc_lazy_lock);
             free(e);
             _Static_assert(CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED == (int)cudaErrorHostMemoryAlreadyRegistered,
@@ -77,13 +145,16 @@ static int uvmc_lazy_add(void *ptr, size_t size, unsigned flags, bool mapped)
         }
     HASH_ADD_PTR(uvmc_lazy_table, ptr, e);
     atomic_fetch_add_explicit(&uvmc_lazy_live, 1, memory_order_relaxed);
-    uvmc_lazy_bounds_locked();
+    uvmc_publish_locked();
     pthread_mutex_unlock(&uvmc_lazy_lock);
     return 0;
 }
 
 void *uvmc_lazy_alloc(size_t size, unsigned flags)
 {
+    /* Every host allocation is mapped and reachable from all contexts under unified addressing
+     * (cuda.h, "Automatic Mapping of Host Allocated Host Memory"): its conversion registers so. */
+    (void)flags;
     void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED) {
         uvmc_log(UVMC_LOG_WARN, "cannot map %zu pageable bytes; allocating them pinned as asked", size);
@@ -91,7 +162,7 @@ void *uvmc_lazy_alloc(size_t size, unsigned flags)
     }
     /* First touch of 20 GiB in 4 KiB pages is five million faults; huge pages where the kernel can. */
     madvise(p, size, MADV_HUGEPAGE);
-    if (uvmc_lazy_add(p, size, flags, true) != 0) {
+    if (uvmc_lazy_add(p, size, CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP, true) != 0) {
         munmap(p, size);
         uvmc_log(UVMC_LOG_WARN, "cannot record a %zu-byte lazy buffer; allocating it pinned as asked", size);
         return NULL;
@@ -102,9 +173,14 @@ void *uvmc_lazy_alloc(size_t size, unsigned flags)
     return p;
 }
 
-int uvmc_lazy_register(void *ptr, size_t size, unsigned flags)
+int uvmc_lazy_register(void *ptr, size_t size, unsigned flags, bool runtime)
 {
-    int r = uvmc_lazy_add(ptr, size, flags, false);
+    /* Mapped for the device, as under unified addressing; the runtime's default registration is
+     * portable there too (cuda_runtime_api.h, cudaHostRegister: "cudaHostRegisterDefault: On a
+     * system with unified virtual addressing, the memory will be both mapped and portable"). */
+    unsigned reg = CU_MEMHOSTREGISTER_DEVICEMAP |
+                   (runtime || (flags & CU_MEMHOSTREGISTER_PORTABLE) ? CU_MEMHOSTREGISTER_PORTABLE : 0);
+    int r = uvmc_lazy_add(ptr, size, reg, false);
     if (r != 0)
         return r;
     atomic_fetch_add_explicit(&uvmc_stats.substituted, 1, memory_order_relaxed);
@@ -113,57 +189,100 @@ int uvmc_lazy_register(void *ptr, size_t size, unsigned flags)
     return 0;
 }
 
-/* Under the lock: registers e with the driver, in relaxed capture mode so another thread's
- * capture is not disturbed (a registration is a "potentially unsafe" call, BRIEF §7). Allocations
- * are mapped for the device whatever their flags, as CUDA maps every host allocation under unified
- * addressing. A failure leaves the buffer pageable for good, said once per buffer. */
-static void uvmc_lazy_convert_locked(struct uvmc_lazy *e, bool runtime)
+/* Registers e with the driver, without the lock (e is busy), in relaxed capture mode so another
+ * thread's capture is not disturbed (a registration is a "potentially unsafe" call). A failure
+ * leaves the buffer pageable for good, said once per buffer. */
+static enum uvmc_lazy_state uvmc_convert(struct uvmc_lazy *e)
 {
-    unsigned flags = CU_MEMHOSTREGISTER_DEVICEMAP | (e->flags & CU_MEMHOSTALLOC_PORTABLE ? CU_MEMHOSTREGISTER_PORTABLE : 0);
-    /* A registration needs a current context: the runtime sets one up as the caller's runtime call
-     * would; a driver caller's thread with none keeps the buffer undecided, and the real call then
-     * gives its own answer. */
-    if (!uvmc_thread_context(runtime))
-        return;
     CUresult r = CUDA_ERROR_NOT_INITIALIZED;
     if (uvmc_driver_ready() && uvmc_drv.cuMemHostRegister) {
-        CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
-        bool exchanged = uvmc_drv.cuThreadExchangeStreamCaptureMode &&
-                         uvmc_drv.cuThreadExchangeStreamCaptureMode(&mode) == CUDA_SUCCESS;
-        r = uvmc_drv.cuMemHostRegister(e->ptr, e->size, flags);
-        if (exchanged)
-            uvmc_drv.cuThreadExchangeStreamCaptureMode(&mode);
+        struct uvmc_relaxed m = uvmc_relax();
+        r = uvmc_drv.cuMemHostRegister(e->ptr, e->size, e->flags);
+        uvmc_unrelax(m);
     }
     if (r == CUDA_SUCCESS) {
-        e->state = UVMC_LAZY_PINNED;
         atomic_fetch_add_explicit(&uvmc_stats.converted, 1, memory_order_relaxed);
         uvmc_log(UVMC_LOG_DEBUG, "lazy buffer of %zu bytes at %p pinned at its first use", e->size, e->ptr);
-    } else {
-        e->state = UVMC_LAZY_PAGEABLE;
-        uvmc_log(UVMC_LOG_WARN, "cannot pin the %zu-byte buffer at %p at its first use (CUresult %d); it stays pageable",
-                 e->size, e->ptr, (int)r);
+        return UVMC_LAZY_PINNED;
     }
+    uvmc_log(UVMC_LOG_WARN, "cannot pin the %zu-byte buffer at %p at its first use (CUresult %d); it stays pageable",
+             e->size, e->ptr, (int)r);
+    return UVMC_LAZY_PAGEABLE;
 }
 
-void uvmc_lazy_touch(const void *p, size_t n, bool runtime)
+/* Under the lock: the first watched entry of this process overlapping [a, b), or NULL. */
+static struct uvmc_lazy *uvmc_first_watched_locked(uintptr_t a, uintptr_t b)
+{
+    pid_t self = getpid();
+    for (struct uvmc_lazy *e = uvmc_lazy_table; e; e = e->hh.next)
+        if (e->pid == self && uvmc_watched(e) && uvmc_overlaps(e, a, b))
+            return e;
+    return NULL;
+}
+
+/* Converts every watched buffer overlapping [p, p+n); true when none is left pageable. A buffer
+ * another thread is converting is waited for (on the condition variable, the lock released). */
+static bool uvmc_pin_range(const void *p, size_t n, const struct uvmc_rt *rt)
+{
+    uintptr_t a = (uintptr_t)p, b = uvmc_end(p, n);
+    pthread_mutex_lock(&uvmc_lazy_lock);
+    bool any = uvmc_first_watched_locked(a, b) != NULL;
+    pthread_mutex_unlock(&uvmc_lazy_lock);
+    if (!any)
+        return true;
+    /* A registration needs a current context: the runtime sets one up as the caller's runtime call
+     * would; a driver caller's thread with none keeps the buffer as it is, and the real call then
+     * gives its own answer. */
+    if (!uvmc_thread_context(rt))
+        return false;
+    bool all = true;
+    pthread_mutex_lock(&uvmc_lazy_lock);
+    for (struct uvmc_lazy *e; (e = uvmc_first_watched_locked(a, b)) != NULL;) {
+        if (e->busy) {
+            pthread_cond_wait(&uvmc_lazy_cv, &uvmc_lazy_lock);
+            continue; /* the table may have changed: look again */
+        }
+        e->busy = true;
+        pthread_mutex_unlock(&uvmc_lazy_lock);
+        enum uvmc_lazy_state st = uvmc_convert(e);
+        pthread_mutex_lock(&uvmc_lazy_lock);
+        e->state = st;
+        e->busy = false;
+        all = all && st == UVMC_LAZY_PINNED;
+        uvmc_publish_locked();
+        pthread_cond_broadcast(&uvmc_lazy_cv);
+    }
+    /* One converted by another thread meanwhile may have failed too. */
+    pid_t self = getpid();
+    for (struct uvmc_lazy *e = uvmc_lazy_table; e; e = e->hh.next)
+        if (e->pid == self && e->state == UVMC_LAZY_PAGEABLE && uvmc_overlaps(e, a, b))
+            all = false;
+    pthread_mutex_unlock(&uvmc_lazy_lock);
+    return all;
+}
+
+void uvmc_lazy_touch(const void *p, size_t n, const struct uvmc_rt *rt)
 {
     if (uvmc_tls_busy) /* the library's own calls: its staging and blocks never decide anything */
         return;
-    uintptr_t a = (uintptr_t)p, b = uvmc_end(p, n);
-    pid_t self = getpid();
     uvmc_tls_busy++;
-    pthread_mutex_lock(&uvmc_lazy_lock);
-    bool changed = false;
-    for (struct uvmc_lazy *e = uvmc_lazy_table; e; e = e->hh.next)
-        if (e->state == UVMC_LAZY_UNDECIDED && e->pid == self && a < (uintptr_t)e->ptr + e->size &&
-            b > (uintptr_t)e->ptr) {
-            uvmc_lazy_convert_locked(e, runtime);
-            changed = true;
-        }
-    if (changed)
-        uvmc_lazy_bounds_locked();
-    pthread_mutex_unlock(&uvmc_lazy_lock);
+    uvmc_pin_range(p, n, rt);
     uvmc_tls_busy--;
+}
+
+bool uvmc_lazy_pin(const void *p, size_t n, const struct uvmc_rt *rt)
+{
+    return uvmc_pin_range(p, n, rt);
+}
+
+bool uvmc_lazy_watched(const void *p, size_t n)
+{
+    if (!uvmc_lazy_maybe(p, n))
+        return false;
+    pthread_mutex_lock(&uvmc_lazy_lock);
+    bool hit = uvmc_first_watched_locked((uintptr_t)p, uvmc_end(p, n)) != NULL;
+    pthread_mutex_unlock(&uvmc_lazy_lock);
+    return hit;
 }
 
 void uvmc_lazy_claim(const void *p, size_t n)
@@ -173,16 +292,12 @@ void uvmc_lazy_claim(const void *p, size_t n)
     uintptr_t a = (uintptr_t)p, b = uvmc_end(p, n);
     pid_t self = getpid();
     pthread_mutex_lock(&uvmc_lazy_lock);
-    bool changed = false;
     for (struct uvmc_lazy *e = uvmc_lazy_table; e; e = e->hh.next)
-        if (e->state == UVMC_LAZY_UNDECIDED && e->pid == self && a < (uintptr_t)e->ptr + e->size &&
-            b > (uintptr_t)e->ptr) {
-            e->state = UVMC_LAZY_PAGEABLE;
-            changed = true;
-            uvmc_log(UVMC_LOG_DEBUG, "lazy buffer at %p is a split copy's destination: stays pageable", e->ptr);
+        if (e->state == UVMC_LAZY_UNDECIDED && !e->busy && e->pid == self && uvmc_overlaps(e, a, b)) {
+            e->state = UVMC_LAZY_WRITTEN;
+            uvmc_log(UVMC_LOG_DEBUG,
+                     "lazy buffer at %p is a split copy's destination: pageable until its next other use", e->ptr);
         }
-    if (changed)
-        uvmc_lazy_bounds_locked();
     pthread_mutex_unlock(&uvmc_lazy_lock);
 }
 
@@ -195,32 +310,53 @@ static struct uvmc_lazy *uvmc_lazy_find_locked(void *ptr, bool mapped)
     return e && e->mapped == mapped && e->pid == getpid() ? e : NULL;
 }
 
-/* Releases the entry at ptr: unregistered if it was converted (the driver waits for what it queued
- * on it, as the real call); if it stayed pageable, after the device is idle, as the real free
- * waits (copies the library did not split may have reached it since, and on CUDA 12.2+ a
- * device-to-host one into pageable memory may still be running). Undecided, nothing can have
- * touched it: any copy would have pinned it first, and a split copy had landed when it returned.
- * On a failure the entry stays, unchanged, and the driver's code is returned; "not registered"
- * is no failure: after cudaDeviceReset the driver has forgotten the registration. */
+/* What releasing e takes from the driver, without the lock (e is busy), in relaxed capture mode.
+ * An allocation that a copy the library did not split may have reached (pinned: any copy; pageable
+ * for good: on CUDA 12.2+ a device-to-host one into pageable memory may still run) is freed only
+ * after the device is idle, as the real free waits; a pinned one is then unregistered (the driver
+ * holding no registration, after a context reset, is no failure). Watched, nothing can have
+ * reached it: any other copy would have pinned it first, and a split copy had landed when it
+ * returned. */
+static int uvmc_release_call(struct uvmc_lazy *e)
+{
+    int r = 0;
+    struct uvmc_relaxed m = uvmc_relax();
+    if (e->mapped && !uvmc_watched(e) && uvmc_drv.cuCtxSynchronize)
+        r = uvmc_drv.cuCtxSynchronize();
+    if (r == 0 && e->state == UVMC_LAZY_PINNED && uvmc_drv.cuMemHostUnregister) {
+        r = uvmc_drv.cuMemHostUnregister(e->ptr);
+        if (r == CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED)
+            r = 0;
+    }
+    uvmc_unrelax(m);
+    return r;
+}
+
+/* Releases the entry at ptr. On a failure the entry stays, unchanged, and the driver's code is
+ * returned. */
 static int uvmc_lazy_release(void *ptr, bool mapped)
 {
     if (!atomic_load_explicit(&uvmc_lazy_live, memory_order_relaxed))
         return -1;
     pthread_mutex_lock(&uvmc_lazy_lock);
-    struct uvmc_lazy *e = uvmc_lazy_find_locked(ptr, mapped);
-    int r = e ? 0 : -1;
-    if (e && e->state == UVMC_LAZY_PINNED && uvmc_drv.cuMemHostUnregister) {
-        r = uvmc_drv.cuMemHostUnregister(e->ptr);
-        if (r == CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED)
-            r = 0; /* the driver holds no registration (a context reset released it): nothing pins it */
+    struct uvmc_lazy *e;
+    while ((e = uvmc_lazy_find_locked(ptr, mapped)) != NULL && e->busy)
+        pthread_cond_wait(&uvmc_lazy_cv, &uvmc_lazy_lock);
+    if (!e) {
+        pthread_mutex_unlock(&uvmc_lazy_lock);
+        return -1;
     }
-    else if (e && e->state == UVMC_LAZY_PAGEABLE && mapped && uvmc_drv.cuCtxSynchronize)
-        r = uvmc_drv.cuCtxSynchronize();
-    if (e && r == 0) {
+    e->busy = true;
+    pthread_mutex_unlock(&uvmc_lazy_lock);
+    int r = uvmc_release_call(e);
+    pthread_mutex_lock(&uvmc_lazy_lock);
+    e->busy = false;
+    if (r == 0) {
         HASH_DEL(uvmc_lazy_table, e);
         atomic_fetch_sub_explicit(&uvmc_lazy_live, 1, memory_order_relaxed);
-        uvmc_lazy_bounds_locked();
+        uvmc_publish_locked();
     }
+    pthread_cond_broadcast(&uvmc_lazy_cv);
     pthread_mutex_unlock(&uvmc_lazy_lock);
     if (r != 0)
         return r;
@@ -234,13 +370,8 @@ bool uvmc_lazy_overlaps_undecided(const void *p, size_t n)
 {
     if (!atomic_load_explicit(&uvmc_lazy_live, memory_order_relaxed))
         return false;
-    uintptr_t a = (uintptr_t)p, b = uvmc_end(p, n);
-    pid_t self = getpid();
-    bool hit = false;
     pthread_mutex_lock(&uvmc_lazy_lock);
-    for (struct uvmc_lazy *e = uvmc_lazy_table; e && !hit; e = e->hh.next)
-        hit = e->state == UVMC_LAZY_UNDECIDED && e->pid == self && a < uvmc_end(e->ptr, e->size) &&
-              b > (uintptr_t)e->ptr;
+    bool hit = uvmc_first_watched_locked((uintptr_t)p, uvmc_end(p, n)) != NULL;
     pthread_mutex_unlock(&uvmc_lazy_lock);
     return hit;
 }
@@ -257,6 +388,13 @@ int uvmc_lazy_unregister(void *ptr)
 
 /* Held across fork() so the child never inherits it locked by a thread that does not exist there.
  * In the child the parent's entries stay (inherited memory, never freed by us): calls on them get
- * the real answer, as without the library. */
+ * the real answer, as without the library; its condition variable starts afresh (no waiter of the
+ * parent's exists there) and nothing of the parent's is watched. */
 void uvmc_lazy_atfork_prepare(void) { pthread_mutex_lock(&uvmc_lazy_lock); }
-void uvmc_lazy_atfork_release(void) { pthread_mutex_unlock(&uvmc_lazy_lock); }
+void uvmc_lazy_atfork_parent(void) { pthread_mutex_unlock(&uvmc_lazy_lock); }
+void uvmc_lazy_atfork_child(void)
+{
+    pthread_cond_init(&uvmc_lazy_cv, NULL);
+    uvmc_publish_locked();
+    pthread_mutex_unlock(&uvmc_lazy_lock);
+}

@@ -1,33 +1,11 @@
-/* observe.c: every other use of host memory the library can see (copies of any kind and
- * dimensionality, pointer and flag queries): a lazily pinned buffer it touches becomes pinned
+/* observe.c: the driver's other uses of host memory the library can see (copies of any kind and
+ * dimensionality, pointer and flag queries): a lazily pinned buffer they touch becomes pinned
  * memory first (lazy.c), then the real call proceeds unchanged. While no lazy buffer is waiting for
- * its first use, each wrapper costs one load and one comparison on top of the real call. */
+ * its first use, each wrapper costs one load and one comparison on top of the real call. The
+ * runtime's are in runtime_observe.c. */
 #include <stdint.h>
 
 #include "uvmc.h"
-
-/* The bytes a pitched range spans from its base: conservative, a wider range only pins sooner. */
-static size_t uvmc_pitched(size_t pitch, size_t x, size_t y, size_t width, size_t rows)
-{
-    return rows ? pitch * (y + rows - 1) + x + width : 0;
-}
-
-/* Host side of a runtime 3D copy, from the pitched pointer (arrays have none): every slice up to
- * the last one the copy reaches. */
-static void uvmc_use_pitched_3d(const struct cudaPitchedPtr *pp, const struct cudaPos *pos, const struct cudaExtent *e)
-{
-    size_t rows = pp->ysize ? pp->ysize : pos->y + e->height;
-    if (pp->ptr && e->depth)
-        uvmc_lazy_use(pp->ptr, pp->pitch * rows * (pos->z + e->depth), true);
-}
-
-static void uvmc_use_3d(const struct cudaMemcpy3DParms *p)
-{
-    if (!p)
-        return;
-    uvmc_use_pitched_3d(&p->srcPtr, &p->srcPos, &p->extent);
-    uvmc_use_pitched_3d(&p->dstPtr, &p->dstPos, &p->extent);
-}
 
 /* A driver descriptor's side: its host address, or its device address, which under unified
  * addressing may be a mapped pinned buffer's own (arrays have neither). */
@@ -47,349 +25,430 @@ static void uvmc_use_2d(const CUDA_MEMCPY2D *p)
     const void *s = uvmc_side(p->srcMemoryType, p->srcHost, p->srcDevice);
     const void *d = uvmc_side(p->dstMemoryType, p->dstHost, p->dstDevice);
     if (s)
-        uvmc_lazy_use(s, uvmc_pitched(p->srcPitch, p->srcXInBytes, p->srcY, p->WidthInBytes, p->Height), false);
+        uvmc_lazy_use(s, uvmc_pitched(p->srcPitch, p->srcXInBytes, p->srcY, p->WidthInBytes, p->Height), NULL);
     if (d)
-        uvmc_lazy_use(d, uvmc_pitched(p->dstPitch, p->dstXInBytes, p->dstY, p->WidthInBytes, p->Height), false);
+        uvmc_lazy_use(d, uvmc_pitched(p->dstPitch, p->dstXInBytes, p->dstY, p->WidthInBytes, p->Height), NULL);
 }
+
+/* A driver 3-D descriptor's sides (CUDA_MEMCPY3D and CUDA_MEMCPY3D_PEER name them alike): every
+ * slice up to the last one the copy reaches. */
+#define UVMC_USE_3D_DRV(p)                                                                               \
+    do {                                                                                                 \
+        if (!(p) || !(p)->Depth)                                                                         \
+            break;                                                                                       \
+        const void *s_ = uvmc_side((p)->srcMemoryType, (p)->srcHost, (p)->srcDevice);                   \
+        const void *d_ = uvmc_side((p)->dstMemoryType, (p)->dstHost, (p)->dstDevice);                   \
+        size_t sh_ = (p)->srcHeight ? (p)->srcHeight : (p)->srcY + (p)->Height;                           \
+        size_t dh_ = (p)->dstHeight ? (p)->dstHeight : (p)->dstY + (p)->Height;                           \
+        if (s_)                                                                                          \
+            uvmc_lazy_use(s_, (p)->srcPitch * sh_ * ((p)->srcZ + (p)->Depth), NULL);                       \
+        if (d_)                                                                                          \
+            uvmc_lazy_use(d_, (p)->dstPitch * dh_ * ((p)->dstZ + (p)->Depth), NULL);                       \
+    } while (0)
 
 static void uvmc_use_3d_drv(const CUDA_MEMCPY3D *p)
 {
-    if (!p || !p->Depth)
+    UVMC_USE_3D_DRV(p);
+}
+
+static void uvmc_use_3d_peer_drv(const CUDA_MEMCPY3D_PEER *p)
+{
+    UVMC_USE_3D_DRV(p);
+}
+
+/* Batch copies (CUDA 12.8+): every pair; nothing looked at while no lazy buffer waits. */
+static void uvmc_use_batch_drv(const CUdeviceptr *dsts, const CUdeviceptr *srcs, const size_t *sizes, size_t count)
+{
+    if (uvmc_lazy_none() || !dsts || !srcs || !sizes)
         return;
-    const void *s = uvmc_side(p->srcMemoryType, p->srcHost, p->srcDevice);
-    const void *d = uvmc_side(p->dstMemoryType, p->dstHost, p->dstDevice);
-    size_t sh = p->srcHeight ? p->srcHeight : p->srcY + p->Height, dh = p->dstHeight ? p->dstHeight : p->dstY + p->Height;
-    if (s)
-        uvmc_lazy_use(s, p->srcPitch * sh * (p->srcZ + p->Depth), false);
-    if (d)
-        uvmc_lazy_use(d, p->dstPitch * dh * (p->dstZ + p->Depth), false);
+    for (size_t i = 0; i < count; i++) {
+        uvmc_lazy_use((const void *)(uintptr_t)dsts[i], sizes[i], NULL);
+        uvmc_lazy_use((const void *)(uintptr_t)srcs[i], sizes[i], NULL);
+    }
+}
+
+/* A pointer operand of a 3-D batch copy (as runtime_observe.c's: bytes between pointers, at most
+ * 16 per element against an array). */
+static void uvmc_use_operand_drv(const CUmemcpy3DOperand *o, const CUmemcpy3DOperand *other, const CUextent3D *e)
+{
+    if (o->type != CU_MEMCPY_OPERAND_TYPE_POINTER || !e->width || !e->height || !e->depth)
+        return;
+    size_t row = o->op.ptr.rowLength ? o->op.ptr.rowLength : e->width;
+    size_t layer = o->op.ptr.layerHeight ? o->op.ptr.layerHeight : e->height;
+    size_t elem = other->type == CU_MEMCPY_OPERAND_TYPE_ARRAY ? 16 : 1;
+    uvmc_lazy_use((const void *)(uintptr_t)o->op.ptr.ptr,
+                  elem * (row * layer * (e->depth - 1) + row * (e->height - 1) + e->width), NULL);
+}
+
+static void uvmc_use_batch_3d_drv(size_t numOps, const CUDA_MEMCPY3D_BATCH_OP *ops)
+{
+    if (uvmc_lazy_none() || !ops)
+        return;
+    for (size_t i = 0; i < numOps; i++) {
+        uvmc_use_operand_drv(&ops[i].src, &ops[i].dst, &ops[i].extent);
+        uvmc_use_operand_drv(&ops[i].dst, &ops[i].src, &ops[i].extent);
+    }
 }
 
 /* One wrapper: resolve, note the uses, then the real call with the caller's arguments. */
-#define UVMC_OBSERVED(name, missing, uses, ...)                                                       \
-    UVMC_REAL_OR_RETURN(name, missing);                                                               \
-    uses;                                                                                             \
-    return uvmc_real.name(__VA_ARGS__);
-#define RT_MISSING cudaErrorSharedObjectSymbolNotFound
-#define DRV_MISSING CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND
-#define USE(p, n) uvmc_lazy_use((const void *)(uintptr_t)(p), (n), true)
-#define DUSE(p, n) uvmc_lazy_use((const void *)(uintptr_t)(p), (n), false)
+#define UVMC_OBSERVED(name, uses, ...)                                \
+    UVMC_REAL_OR_RETURN(name, CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND) \
+    UVMC_OBSERVE_AND_CALL(uvmc_real.name, uses, __VA_ARGS__)
+#define DUSE(p, n) uvmc_lazy_use((const void *)(uintptr_t)(p), (n), NULL)
 
-/* ---- queries: how PyTorch answers is_pinned(), and what a caller asks before a device access */
+/* ---- queries */
 
-cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *attributes, const void *ptr)
-{
-    UVMC_OBSERVED(cudaPointerGetAttributes, RT_MISSING, USE(ptr, 1), attributes, ptr)
-}
-cudaError_t cudaHostGetDevicePointer(void **pDevice, void *pHost, unsigned int flags)
-{
-    UVMC_OBSERVED(cudaHostGetDevicePointer, RT_MISSING, USE(pHost, 1), pDevice, pHost, flags)
-}
-cudaError_t cudaHostGetFlags(unsigned int *pFlags, void *pHost)
-{
-    UVMC_OBSERVED(cudaHostGetFlags, RT_MISSING, USE(pHost, 1), pFlags, pHost)
-}
 CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdeviceptr ptr)
 {
-    UVMC_OBSERVED(cuPointerGetAttribute, DRV_MISSING, DUSE(ptr, 1), data, attribute, ptr)
+    UVMC_OBSERVED(cuPointerGetAttribute, DUSE(ptr, 1), data, attribute, ptr)
 }
+
 CUresult cuPointerGetAttributes(unsigned int numAttributes, CUpointer_attribute *attributes, void **data,
                                 CUdeviceptr ptr)
 {
-    UVMC_OBSERVED(cuPointerGetAttributes, DRV_MISSING, DUSE(ptr, 1), numAttributes, attributes, data, ptr)
+    UVMC_OBSERVED(cuPointerGetAttributes, DUSE(ptr, 1), numAttributes, attributes, data, ptr)
 }
+
 CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsigned int Flags)
 {
-    UVMC_OBSERVED(cuMemHostGetDevicePointer_v2, DRV_MISSING, DUSE(p, 1), pdptr, p, Flags)
+    UVMC_OBSERVED(cuMemHostGetDevicePointer_v2, DUSE(p, 1), pdptr, p, Flags)
 }
+
 CUresult cuMemHostGetFlags(unsigned int *pFlags, void *p)
 {
-    UVMC_OBSERVED(cuMemHostGetFlags, DRV_MISSING, DUSE(p, 1), pFlags, p)
+    UVMC_OBSERVED(cuMemHostGetFlags, DUSE(p, 1), pFlags, p)
 }
 
-/* ---- runtime copies other than the 1-D ones (runtime.c) */
-
-#define RT_2D(name, ...)                                                                              \
-    UVMC_OBSERVED(name, RT_MISSING,                                                                   \
-                  (USE(dst, uvmc_pitched(dpitch, 0, 0, width, height)),                               \
-                   USE(src, uvmc_pitched(spitch, 0, 0, width, height))), __VA_ARGS__)
-cudaError_t cudaMemcpy2D(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height,
-                         enum cudaMemcpyKind kind)
-{
-    RT_2D(cudaMemcpy2D, dst, dpitch, src, spitch, width, height, kind)
-}
-cudaError_t cudaMemcpy2D_ptds(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height,
-                              enum cudaMemcpyKind kind)
-{
-    RT_2D(cudaMemcpy2D_ptds, dst, dpitch, src, spitch, width, height, kind)
-}
-cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height,
-                              enum cudaMemcpyKind kind, cudaStream_t stream)
-{
-    RT_2D(cudaMemcpy2DAsync, dst, dpitch, src, spitch, width, height, kind, stream)
-}
-cudaError_t cudaMemcpy2DAsync_ptsz(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
-                                   size_t height, enum cudaMemcpyKind kind, cudaStream_t stream)
-{
-    RT_2D(cudaMemcpy2DAsync_ptsz, dst, dpitch, src, spitch, width, height, kind, stream)
-}
-
-cudaError_t cudaMemcpy3D(const struct cudaMemcpy3DParms *p)
-{
-    UVMC_OBSERVED(cudaMemcpy3D, RT_MISSING, uvmc_use_3d(p), p)
-}
-cudaError_t cudaMemcpy3D_ptds(const struct cudaMemcpy3DParms *p)
-{
-    UVMC_OBSERVED(cudaMemcpy3D_ptds, RT_MISSING, uvmc_use_3d(p), p)
-}
-cudaError_t cudaMemcpy3DAsync(const struct cudaMemcpy3DParms *p, cudaStream_t stream)
-{
-    UVMC_OBSERVED(cudaMemcpy3DAsync, RT_MISSING, uvmc_use_3d(p), p, stream)
-}
-cudaError_t cudaMemcpy3DAsync_ptsz(const struct cudaMemcpy3DParms *p, cudaStream_t stream)
-{
-    UVMC_OBSERVED(cudaMemcpy3DAsync_ptsz, RT_MISSING, uvmc_use_3d(p), p, stream)
-}
-
-cudaError_t cudaMemcpyToSymbol(const void *symbol, const void *src, size_t count, size_t offset,
-                               enum cudaMemcpyKind kind)
-{
-    UVMC_OBSERVED(cudaMemcpyToSymbol, RT_MISSING, USE(src, count), symbol, src, count, offset, kind)
-}
-cudaError_t cudaMemcpyToSymbol_ptds(const void *symbol, const void *src, size_t count, size_t offset,
-                                    enum cudaMemcpyKind kind)
-{
-    UVMC_OBSERVED(cudaMemcpyToSymbol_ptds, RT_MISSING, USE(src, count), symbol, src, count, offset, kind)
-}
-cudaError_t cudaMemcpyToSymbolAsync(const void *symbol, const void *src, size_t count, size_t offset,
-                                    enum cudaMemcpyKind kind, cudaStream_t stream)
-{
-    UVMC_OBSERVED(cudaMemcpyToSymbolAsync, RT_MISSING, USE(src, count), symbol, src, count, offset, kind, stream)
-}
-cudaError_t cudaMemcpyToSymbolAsync_ptsz(const void *symbol, const void *src, size_t count, size_t offset,
-                                         enum cudaMemcpyKind kind, cudaStream_t stream)
-{
-    UVMC_OBSERVED(cudaMemcpyToSymbolAsync_ptsz, RT_MISSING, USE(src, count), symbol, src, count, offset, kind, stream)
-}
-cudaError_t cudaMemcpyFromSymbol(void *dst, const void *symbol, size_t count, size_t offset, enum cudaMemcpyKind kind)
-{
-    UVMC_OBSERVED(cudaMemcpyFromSymbol, RT_MISSING, USE(dst, count), dst, symbol, count, offset, kind)
-}
-cudaError_t cudaMemcpyFromSymbol_ptds(void *dst, const void *symbol, size_t count, size_t offset,
-                                      enum cudaMemcpyKind kind)
-{
-    UVMC_OBSERVED(cudaMemcpyFromSymbol_ptds, RT_MISSING, USE(dst, count), dst, symbol, count, offset, kind)
-}
-cudaError_t cudaMemcpyFromSymbolAsync(void *dst, const void *symbol, size_t count, size_t offset,
-                                      enum cudaMemcpyKind kind, cudaStream_t stream)
-{
-    UVMC_OBSERVED(cudaMemcpyFromSymbolAsync, RT_MISSING, USE(dst, count), dst, symbol, count, offset, kind, stream)
-}
-cudaError_t cudaMemcpyFromSymbolAsync_ptsz(void *dst, const void *symbol, size_t count, size_t offset,
-                                           enum cudaMemcpyKind kind, cudaStream_t stream)
-{
-    UVMC_OBSERVED(cudaMemcpyFromSymbolAsync_ptsz, RT_MISSING, USE(dst, count), dst, symbol, count, offset, kind,
-                  stream)
-}
-
-#define RT_TO_ARRAY(name, ...)                                                                        \
-    UVMC_OBSERVED(name, RT_MISSING, USE(src, uvmc_pitched(spitch, 0, 0, width, height)), __VA_ARGS__)
-cudaError_t cudaMemcpy2DToArray(cudaArray_t dst, size_t wOffset, size_t hOffset, const void *src, size_t spitch,
-                                size_t width, size_t height, enum cudaMemcpyKind kind)
-{
-    RT_TO_ARRAY(cudaMemcpy2DToArray, dst, wOffset, hOffset, src, spitch, width, height, kind)
-}
-cudaError_t cudaMemcpy2DToArray_ptds(cudaArray_t dst, size_t wOffset, size_t hOffset, const void *src, size_t spitch,
-                                     size_t width, size_t height, enum cudaMemcpyKind kind)
-{
-    RT_TO_ARRAY(cudaMemcpy2DToArray_ptds, dst, wOffset, hOffset, src, spitch, width, height, kind)
-}
-cudaError_t cudaMemcpy2DToArrayAsync(cudaArray_t dst, size_t wOffset, size_t hOffset, const void *src, size_t spitch,
-                                     size_t width, size_t height, enum cudaMemcpyKind kind, cudaStream_t stream)
-{
-    RT_TO_ARRAY(cudaMemcpy2DToArrayAsync, dst, wOffset, hOffset, src, spitch, width, height, kind, stream)
-}
-cudaError_t cudaMemcpy2DToArrayAsync_ptsz(cudaArray_t dst, size_t wOffset, size_t hOffset, const void *src,
-                                          size_t spitch, size_t width, size_t height, enum cudaMemcpyKind kind,
-                                          cudaStream_t stream)
-{
-    RT_TO_ARRAY(cudaMemcpy2DToArrayAsync_ptsz, dst, wOffset, hOffset, src, spitch, width, height, kind, stream)
-}
-
-#define RT_FROM_ARRAY(name, ...)                                                                      \
-    UVMC_OBSERVED(name, RT_MISSING, USE(dst, uvmc_pitched(dpitch, 0, 0, width, height)), __VA_ARGS__)
-cudaError_t cudaMemcpy2DFromArray(void *dst, size_t dpitch, cudaArray_const_t src, size_t wOffset, size_t hOffset,
-                                  size_t width, size_t height, enum cudaMemcpyKind kind)
-{
-    RT_FROM_ARRAY(cudaMemcpy2DFromArray, dst, dpitch, src, wOffset, hOffset, width, height, kind)
-}
-cudaError_t cudaMemcpy2DFromArray_ptds(void *dst, size_t dpitch, cudaArray_const_t src, size_t wOffset,
-                                       size_t hOffset, size_t width, size_t height, enum cudaMemcpyKind kind)
-{
-    RT_FROM_ARRAY(cudaMemcpy2DFromArray_ptds, dst, dpitch, src, wOffset, hOffset, width, height, kind)
-}
-cudaError_t cudaMemcpy2DFromArrayAsync(void *dst, size_t dpitch, cudaArray_const_t src, size_t wOffset,
-                                       size_t hOffset, size_t width, size_t height, enum cudaMemcpyKind kind,
-                                       cudaStream_t stream)
-{
-    RT_FROM_ARRAY(cudaMemcpy2DFromArrayAsync, dst, dpitch, src, wOffset, hOffset, width, height, kind, stream)
-}
-cudaError_t cudaMemcpy2DFromArrayAsync_ptsz(void *dst, size_t dpitch, cudaArray_const_t src, size_t wOffset,
-                                            size_t hOffset, size_t width, size_t height, enum cudaMemcpyKind kind,
-                                            cudaStream_t stream)
-{
-    RT_FROM_ARRAY(cudaMemcpy2DFromArrayAsync_ptsz, dst, dpitch, src, wOffset, hOffset, width, height, kind, stream)
-}
-
-cudaError_t cudaMemcpyToArray(cudaArray_t dst, size_t wOffset, size_t hOffset, const void *src, size_t count,
-                              enum cudaMemcpyKind kind)
-{
-    UVMC_OBSERVED(cudaMemcpyToArray, RT_MISSING, USE(src, count), dst, wOffset, hOffset, src, count, kind)
-}
-cudaError_t cudaMemcpyToArray_ptds(cudaArray_t dst, size_t wOffset, size_t hOffset, const void *src, size_t count,
-                                   enum cudaMemcpyKind kind)
-{
-    UVMC_OBSERVED(cudaMemcpyToArray_ptds, RT_MISSING, USE(src, count), dst, wOffset, hOffset, src, count, kind)
-}
-cudaError_t cudaMemcpyToArrayAsync(cudaArray_t dst, size_t wOffset, size_t hOffset, const void *src, size_t count,
-                                   enum cudaMemcpyKind kind, cudaStream_t stream)
-{
-    UVMC_OBSERVED(cudaMemcpyToArrayAsync, RT_MISSING, USE(src, count), dst, wOffset, hOffset, src, count, kind, stream)
-}
-cudaError_t cudaMemcpyToArrayAsync_ptsz(cudaArray_t dst, size_t wOffset, size_t hOffset, const void *src,
-                                        size_t count, enum cudaMemcpyKind kind, cudaStream_t stream)
-{
-    UVMC_OBSERVED(cudaMemcpyToArrayAsync_ptsz, RT_MISSING, USE(src, count), dst, wOffset, hOffset, src, count, kind,
-                  stream)
-}
-cudaError_t cudaMemcpyFromArray(void *dst, cudaArray_const_t src, size_t wOffset, size_t hOffset, size_t count,
-                                enum cudaMemcpyKind kind)
-{
-    UVMC_OBSERVED(cudaMemcpyFromArray, RT_MISSING, USE(dst, count), dst, src, wOffset, hOffset, count, kind)
-}
-cudaError_t cudaMemcpyFromArray_ptds(void *dst, cudaArray_const_t src, size_t wOffset, size_t hOffset, size_t count,
-                                     enum cudaMemcpyKind kind)
-{
-    UVMC_OBSERVED(cudaMemcpyFromArray_ptds, RT_MISSING, USE(dst, count), dst, src, wOffset, hOffset, count, kind)
-}
-cudaError_t cudaMemcpyFromArrayAsync(void *dst, cudaArray_const_t src, size_t wOffset, size_t hOffset, size_t count,
-                                     enum cudaMemcpyKind kind, cudaStream_t stream)
-{
-    UVMC_OBSERVED(cudaMemcpyFromArrayAsync, RT_MISSING, USE(dst, count), dst, src, wOffset, hOffset, count, kind,
-                  stream)
-}
-cudaError_t cudaMemcpyFromArrayAsync_ptsz(void *dst, cudaArray_const_t src, size_t wOffset, size_t hOffset,
-                                          size_t count, enum cudaMemcpyKind kind, cudaStream_t stream)
-{
-    UVMC_OBSERVED(cudaMemcpyFromArrayAsync_ptsz, RT_MISSING, USE(dst, count), dst, src, wOffset, hOffset, count, kind,
-                  stream)
-}
-
-/* ---- driver copies other than device-to-host and unified ones (driver.c) */
+/* ---- copies other than device-to-host and unified ones (driver.c) */
 
 CUresult cuMemcpyHtoD(CUdeviceptr_v1 dstDevice, const void *srcHost, unsigned int ByteCount)
 {
-    UVMC_OBSERVED(cuMemcpyHtoD, DRV_MISSING, DUSE(srcHost, ByteCount), dstDevice, srcHost, ByteCount)
+    UVMC_OBSERVED(cuMemcpyHtoD, DUSE(srcHost, ByteCount), dstDevice, srcHost, ByteCount)
 }
+
 CUresult cuMemcpyHtoD_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount)
 {
-    UVMC_OBSERVED(cuMemcpyHtoD_v2, DRV_MISSING, DUSE(srcHost, ByteCount), dstDevice, srcHost, ByteCount)
+    UVMC_OBSERVED(cuMemcpyHtoD_v2, DUSE(srcHost, ByteCount), dstDevice, srcHost, ByteCount)
 }
+
 CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount)
 {
-    UVMC_OBSERVED(cuMemcpyHtoD_v2_ptds, DRV_MISSING, DUSE(srcHost, ByteCount), dstDevice, srcHost, ByteCount)
+    UVMC_OBSERVED(cuMemcpyHtoD_v2_ptds, DUSE(srcHost, ByteCount), dstDevice, srcHost, ByteCount)
 }
+
 CUresult cuMemcpyHtoDAsync(CUdeviceptr_v1 dstDevice, const void *srcHost, unsigned int ByteCount, CUstream hStream)
 {
-    UVMC_OBSERVED(cuMemcpyHtoDAsync, DRV_MISSING, DUSE(srcHost, ByteCount), dstDevice, srcHost, ByteCount, hStream)
+    UVMC_OBSERVED(cuMemcpyHtoDAsync, DUSE(srcHost, ByteCount), dstDevice, srcHost, ByteCount, hStream)
 }
+
 CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount, CUstream hStream)
 {
-    UVMC_OBSERVED(cuMemcpyHtoDAsync_v2, DRV_MISSING, DUSE(srcHost, ByteCount), dstDevice, srcHost, ByteCount, hStream)
+    UVMC_OBSERVED(cuMemcpyHtoDAsync_v2, DUSE(srcHost, ByteCount), dstDevice, srcHost, ByteCount, hStream)
 }
+
 CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount, CUstream hStream)
 {
-    UVMC_OBSERVED(cuMemcpyHtoDAsync_v2_ptsz, DRV_MISSING, DUSE(srcHost, ByteCount), dstDevice, srcHost, ByteCount,
+    UVMC_OBSERVED(cuMemcpyHtoDAsync_v2_ptsz, DUSE(srcHost, ByteCount), dstDevice, srcHost, ByteCount,
                   hStream)
 }
 
 CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D *pCopy)
 {
-    UVMC_OBSERVED(cuMemcpy2D_v2, DRV_MISSING, uvmc_use_2d(pCopy), pCopy)
+    UVMC_OBSERVED(cuMemcpy2D_v2, uvmc_use_2d(pCopy), pCopy)
 }
+
 CUresult cuMemcpy2D_v2_ptds(const CUDA_MEMCPY2D *pCopy)
 {
-    UVMC_OBSERVED(cuMemcpy2D_v2_ptds, DRV_MISSING, uvmc_use_2d(pCopy), pCopy)
+    UVMC_OBSERVED(cuMemcpy2D_v2_ptds, uvmc_use_2d(pCopy), pCopy)
 }
+
 CUresult cuMemcpy2DUnaligned_v2(const CUDA_MEMCPY2D *pCopy)
 {
-    UVMC_OBSERVED(cuMemcpy2DUnaligned_v2, DRV_MISSING, uvmc_use_2d(pCopy), pCopy)
+    UVMC_OBSERVED(cuMemcpy2DUnaligned_v2, uvmc_use_2d(pCopy), pCopy)
 }
+
 CUresult cuMemcpy2DUnaligned_v2_ptds(const CUDA_MEMCPY2D *pCopy)
 {
-    UVMC_OBSERVED(cuMemcpy2DUnaligned_v2_ptds, DRV_MISSING, uvmc_use_2d(pCopy), pCopy)
+    UVMC_OBSERVED(cuMemcpy2DUnaligned_v2_ptds, uvmc_use_2d(pCopy), pCopy)
 }
+
 CUresult cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *pCopy, CUstream hStream)
 {
-    UVMC_OBSERVED(cuMemcpy2DAsync_v2, DRV_MISSING, uvmc_use_2d(pCopy), pCopy, hStream)
+    UVMC_OBSERVED(cuMemcpy2DAsync_v2, uvmc_use_2d(pCopy), pCopy, hStream)
 }
+
 CUresult cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D *pCopy, CUstream hStream)
 {
-    UVMC_OBSERVED(cuMemcpy2DAsync_v2_ptsz, DRV_MISSING, uvmc_use_2d(pCopy), pCopy, hStream)
+    UVMC_OBSERVED(cuMemcpy2DAsync_v2_ptsz, uvmc_use_2d(pCopy), pCopy, hStream)
 }
+
 CUresult cuMemcpy3D_v2(const CUDA_MEMCPY3D *pCopy)
 {
-    UVMC_OBSERVED(cuMemcpy3D_v2, DRV_MISSING, uvmc_use_3d_drv(pCopy), pCopy)
+    UVMC_OBSERVED(cuMemcpy3D_v2, uvmc_use_3d_drv(pCopy), pCopy)
 }
+
 CUresult cuMemcpy3D_v2_ptds(const CUDA_MEMCPY3D *pCopy)
 {
-    UVMC_OBSERVED(cuMemcpy3D_v2_ptds, DRV_MISSING, uvmc_use_3d_drv(pCopy), pCopy)
+    UVMC_OBSERVED(cuMemcpy3D_v2_ptds, uvmc_use_3d_drv(pCopy), pCopy)
 }
+
 CUresult cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D *pCopy, CUstream hStream)
 {
-    UVMC_OBSERVED(cuMemcpy3DAsync_v2, DRV_MISSING, uvmc_use_3d_drv(pCopy), pCopy, hStream)
+    UVMC_OBSERVED(cuMemcpy3DAsync_v2, uvmc_use_3d_drv(pCopy), pCopy, hStream)
 }
+
 CUresult cuMemcpy3DAsync_v2_ptsz(const CUDA_MEMCPY3D *pCopy, CUstream hStream)
 {
-    UVMC_OBSERVED(cuMemcpy3DAsync_v2_ptsz, DRV_MISSING, uvmc_use_3d_drv(pCopy), pCopy, hStream)
+    UVMC_OBSERVED(cuMemcpy3DAsync_v2_ptsz, uvmc_use_3d_drv(pCopy), pCopy, hStream)
 }
 
 CUresult cuMemcpyHtoA_v2(CUarray dstArray, size_t dstOffset, const void *srcHost, size_t ByteCount)
 {
-    UVMC_OBSERVED(cuMemcpyHtoA_v2, DRV_MISSING, DUSE(srcHost, ByteCount), dstArray, dstOffset, srcHost, ByteCount)
+    UVMC_OBSERVED(cuMemcpyHtoA_v2, DUSE(srcHost, ByteCount), dstArray, dstOffset, srcHost, ByteCount)
 }
+
 CUresult cuMemcpyHtoA_v2_ptds(CUarray dstArray, size_t dstOffset, const void *srcHost, size_t ByteCount)
 {
-    UVMC_OBSERVED(cuMemcpyHtoA_v2_ptds, DRV_MISSING, DUSE(srcHost, ByteCount), dstArray, dstOffset, srcHost, ByteCount)
+    UVMC_OBSERVED(cuMemcpyHtoA_v2_ptds, DUSE(srcHost, ByteCount), dstArray, dstOffset, srcHost, ByteCount)
 }
+
 CUresult cuMemcpyHtoAAsync_v2(CUarray dstArray, size_t dstOffset, const void *srcHost, size_t ByteCount,
                               CUstream hStream)
 {
-    UVMC_OBSERVED(cuMemcpyHtoAAsync_v2, DRV_MISSING, DUSE(srcHost, ByteCount), dstArray, dstOffset, srcHost,
+    UVMC_OBSERVED(cuMemcpyHtoAAsync_v2, DUSE(srcHost, ByteCount), dstArray, dstOffset, srcHost,
                   ByteCount, hStream)
 }
+
 CUresult cuMemcpyHtoAAsync_v2_ptsz(CUarray dstArray, size_t dstOffset, const void *srcHost, size_t ByteCount,
                                    CUstream hStream)
 {
-    UVMC_OBSERVED(cuMemcpyHtoAAsync_v2_ptsz, DRV_MISSING, DUSE(srcHost, ByteCount), dstArray, dstOffset, srcHost,
+    UVMC_OBSERVED(cuMemcpyHtoAAsync_v2_ptsz, DUSE(srcHost, ByteCount), dstArray, dstOffset, srcHost,
                   ByteCount, hStream)
 }
+
 CUresult cuMemcpyAtoH_v2(void *dstHost, CUarray srcArray, size_t srcOffset, size_t ByteCount)
 {
-    UVMC_OBSERVED(cuMemcpyAtoH_v2, DRV_MISSING, DUSE(dstHost, ByteCount), dstHost, srcArray, srcOffset, ByteCount)
+    UVMC_OBSERVED(cuMemcpyAtoH_v2, DUSE(dstHost, ByteCount), dstHost, srcArray, srcOffset, ByteCount)
 }
+
 CUresult cuMemcpyAtoH_v2_ptds(void *dstHost, CUarray srcArray, size_t srcOffset, size_t ByteCount)
 {
-    UVMC_OBSERVED(cuMemcpyAtoH_v2_ptds, DRV_MISSING, DUSE(dstHost, ByteCount), dstHost, srcArray, srcOffset, ByteCount)
+    UVMC_OBSERVED(cuMemcpyAtoH_v2_ptds, DUSE(dstHost, ByteCount), dstHost, srcArray, srcOffset, ByteCount)
 }
+
 CUresult cuMemcpyAtoHAsync_v2(void *dstHost, CUarray srcArray, size_t srcOffset, size_t ByteCount, CUstream hStream)
 {
-    UVMC_OBSERVED(cuMemcpyAtoHAsync_v2, DRV_MISSING, DUSE(dstHost, ByteCount), dstHost, srcArray, srcOffset,
+    UVMC_OBSERVED(cuMemcpyAtoHAsync_v2, DUSE(dstHost, ByteCount), dstHost, srcArray, srcOffset,
                   ByteCount, hStream)
 }
+
 CUresult cuMemcpyAtoHAsync_v2_ptsz(void *dstHost, CUarray srcArray, size_t srcOffset, size_t ByteCount,
                                    CUstream hStream)
 {
-    UVMC_OBSERVED(cuMemcpyAtoHAsync_v2_ptsz, DRV_MISSING, DUSE(dstHost, ByteCount), dstHost, srcArray, srcOffset,
+    UVMC_OBSERVED(cuMemcpyAtoHAsync_v2_ptsz, DUSE(dstHost, ByteCount), dstHost, srcArray, srcOffset,
                   ByteCount, hStream)
+}
+
+/* ---- memsets (the legacy 32-bit forms cannot address a lazy buffer), peer and batch copies */
+
+CUresult cuMemsetD8_v2(CUdeviceptr dstDevice, unsigned char uc, size_t N)
+{
+    UVMC_OBSERVED(cuMemsetD8_v2, DUSE(dstDevice, N), dstDevice, uc, N)
+}
+CUresult cuMemsetD8_v2_ptds(CUdeviceptr dstDevice, unsigned char uc, size_t N)
+{
+    UVMC_OBSERVED(cuMemsetD8_v2_ptds, DUSE(dstDevice, N), dstDevice, uc, N)
+}
+CUresult cuMemsetD16_v2(CUdeviceptr dstDevice, unsigned short us, size_t N)
+{
+    UVMC_OBSERVED(cuMemsetD16_v2, DUSE(dstDevice, 2 * N), dstDevice, us, N)
+}
+CUresult cuMemsetD16_v2_ptds(CUdeviceptr dstDevice, unsigned short us, size_t N)
+{
+    UVMC_OBSERVED(cuMemsetD16_v2_ptds, DUSE(dstDevice, 2 * N), dstDevice, us, N)
+}
+CUresult cuMemsetD32_v2(CUdeviceptr dstDevice, unsigned int ui, size_t N)
+{
+    UVMC_OBSERVED(cuMemsetD32_v2, DUSE(dstDevice, 4 * N), dstDevice, ui, N)
+}
+CUresult cuMemsetD32_v2_ptds(CUdeviceptr dstDevice, unsigned int ui, size_t N)
+{
+    UVMC_OBSERVED(cuMemsetD32_v2_ptds, DUSE(dstDevice, 4 * N), dstDevice, ui, N)
+}
+CUresult cuMemsetD8Async(CUdeviceptr dstDevice, unsigned char uc, size_t N, CUstream hStream)
+{
+    UVMC_OBSERVED(cuMemsetD8Async, DUSE(dstDevice, N), dstDevice, uc, N, hStream)
+}
+CUresult cuMemsetD8Async_ptsz(CUdeviceptr dstDevice, unsigned char uc, size_t N, CUstream hStream)
+{
+    UVMC_OBSERVED(cuMemsetD8Async_ptsz, DUSE(dstDevice, N), dstDevice, uc, N, hStream)
+}
+CUresult cuMemsetD16Async(CUdeviceptr dstDevice, unsigned short us, size_t N, CUstream hStream)
+{
+    UVMC_OBSERVED(cuMemsetD16Async, DUSE(dstDevice, 2 * N), dstDevice, us, N, hStream)
+}
+CUresult cuMemsetD16Async_ptsz(CUdeviceptr dstDevice, unsigned short us, size_t N, CUstream hStream)
+{
+    UVMC_OBSERVED(cuMemsetD16Async_ptsz, DUSE(dstDevice, 2 * N), dstDevice, us, N, hStream)
+}
+CUresult cuMemsetD32Async(CUdeviceptr dstDevice, unsigned int ui, size_t N, CUstream hStream)
+{
+    UVMC_OBSERVED(cuMemsetD32Async, DUSE(dstDevice, 4 * N), dstDevice, ui, N, hStream)
+}
+CUresult cuMemsetD32Async_ptsz(CUdeviceptr dstDevice, unsigned int ui, size_t N, CUstream hStream)
+{
+    UVMC_OBSERVED(cuMemsetD32Async_ptsz, DUSE(dstDevice, 4 * N), dstDevice, ui, N, hStream)
+}
+
+#define SET_2D(name, elem, ...) \
+    UVMC_OBSERVED(name, DUSE(dstDevice, uvmc_pitched(dstPitch, 0, 0, (elem) * Width, Height)), __VA_ARGS__)
+CUresult cuMemsetD2D8_v2(CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc, size_t Width, size_t Height)
+{
+    SET_2D(cuMemsetD2D8_v2, 1, dstDevice, dstPitch, uc, Width, Height)
+}
+CUresult cuMemsetD2D8_v2_ptds(CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc, size_t Width, size_t Height)
+{
+    SET_2D(cuMemsetD2D8_v2_ptds, 1, dstDevice, dstPitch, uc, Width, Height)
+}
+CUresult cuMemsetD2D16_v2(CUdeviceptr dstDevice, size_t dstPitch, unsigned short us, size_t Width, size_t Height)
+{
+    SET_2D(cuMemsetD2D16_v2, 2, dstDevice, dstPitch, us, Width, Height)
+}
+CUresult cuMemsetD2D16_v2_ptds(CUdeviceptr dstDevice, size_t dstPitch, unsigned short us, size_t Width, size_t Height)
+{
+    SET_2D(cuMemsetD2D16_v2_ptds, 2, dstDevice, dstPitch, us, Width, Height)
+}
+CUresult cuMemsetD2D32_v2(CUdeviceptr dstDevice, size_t dstPitch, unsigned int ui, size_t Width, size_t Height)
+{
+    SET_2D(cuMemsetD2D32_v2, 4, dstDevice, dstPitch, ui, Width, Height)
+}
+CUresult cuMemsetD2D32_v2_ptds(CUdeviceptr dstDevice, size_t dstPitch, unsigned int ui, size_t Width, size_t Height)
+{
+    SET_2D(cuMemsetD2D32_v2_ptds, 4, dstDevice, dstPitch, ui, Width, Height)
+}
+CUresult cuMemsetD2D8Async(CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc, size_t Width, size_t Height,
+                           CUstream hStream)
+{
+    SET_2D(cuMemsetD2D8Async, 1, dstDevice, dstPitch, uc, Width, Height, hStream)
+}
+CUresult cuMemsetD2D8Async_ptsz(CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc, size_t Width, size_t Height,
+                                CUstream hStream)
+{
+    SET_2D(cuMemsetD2D8Async_ptsz, 1, dstDevice, dstPitch, uc, Width, Height, hStream)
+}
+CUresult cuMemsetD2D16Async(CUdeviceptr dstDevice, size_t dstPitch, unsigned short us, size_t Width, size_t Height,
+                            CUstream hStream)
+{
+    SET_2D(cuMemsetD2D16Async, 2, dstDevice, dstPitch, us, Width, Height, hStream)
+}
+CUresult cuMemsetD2D16Async_ptsz(CUdeviceptr dstDevice, size_t dstPitch, unsigned short us, size_t Width,
+                                 size_t Height, CUstream hStream)
+{
+    SET_2D(cuMemsetD2D16Async_ptsz, 2, dstDevice, dstPitch, us, Width, Height, hStream)
+}
+CUresult cuMemsetD2D32Async(CUdeviceptr dstDevice, size_t dstPitch, unsigned int ui, size_t Width, size_t Height,
+                            CUstream hStream)
+{
+    SET_2D(cuMemsetD2D32Async, 4, dstDevice, dstPitch, ui, Width, Height, hStream)
+}
+CUresult cuMemsetD2D32Async_ptsz(CUdeviceptr dstDevice, size_t dstPitch, unsigned int ui, size_t Width, size_t Height,
+                                 CUstream hStream)
+{
+    SET_2D(cuMemsetD2D32Async_ptsz, 4, dstDevice, dstPitch, ui, Width, Height, hStream)
+}
+
+CUresult cuMemcpyPeer(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice, CUcontext srcContext,
+                      size_t ByteCount)
+{
+    UVMC_OBSERVED(cuMemcpyPeer, (DUSE(dstDevice, ByteCount), DUSE(srcDevice, ByteCount)), dstDevice, dstContext,
+                  srcDevice, srcContext, ByteCount)
+}
+CUresult cuMemcpyPeer_ptds(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice, CUcontext srcContext,
+                           size_t ByteCount)
+{
+    UVMC_OBSERVED(cuMemcpyPeer_ptds, (DUSE(dstDevice, ByteCount), DUSE(srcDevice, ByteCount)), dstDevice, dstContext,
+                  srcDevice, srcContext, ByteCount)
+}
+CUresult cuMemcpyPeerAsync(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice, CUcontext srcContext,
+                           size_t ByteCount, CUstream hStream)
+{
+    UVMC_OBSERVED(cuMemcpyPeerAsync, (DUSE(dstDevice, ByteCount), DUSE(srcDevice, ByteCount)), dstDevice, dstContext,
+                  srcDevice, srcContext, ByteCount, hStream)
+}
+CUresult cuMemcpyPeerAsync_ptsz(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice,
+                                CUcontext srcContext, size_t ByteCount, CUstream hStream)
+{
+    UVMC_OBSERVED(cuMemcpyPeerAsync_ptsz, (DUSE(dstDevice, ByteCount), DUSE(srcDevice, ByteCount)), dstDevice,
+                  dstContext, srcDevice, srcContext, ByteCount, hStream)
+}
+CUresult cuMemcpy3DPeer(const CUDA_MEMCPY3D_PEER *pCopy)
+{
+    UVMC_OBSERVED(cuMemcpy3DPeer, uvmc_use_3d_peer_drv(pCopy), pCopy)
+}
+CUresult cuMemcpy3DPeer_ptds(const CUDA_MEMCPY3D_PEER *pCopy)
+{
+    UVMC_OBSERVED(cuMemcpy3DPeer_ptds, uvmc_use_3d_peer_drv(pCopy), pCopy)
+}
+CUresult cuMemcpy3DPeerAsync(const CUDA_MEMCPY3D_PEER *pCopy, CUstream hStream)
+{
+    UVMC_OBSERVED(cuMemcpy3DPeerAsync, uvmc_use_3d_peer_drv(pCopy), pCopy, hStream)
+}
+CUresult cuMemcpy3DPeerAsync_ptsz(const CUDA_MEMCPY3D_PEER *pCopy, CUstream hStream)
+{
+    UVMC_OBSERVED(cuMemcpy3DPeerAsync_ptsz, uvmc_use_3d_peer_drv(pCopy), pCopy, hStream)
+}
+
+/* CUDA 12.8's batch ABI (with failIdx) and CUDA 13's (_v2). */
+CUresult cuMemcpyBatchAsync(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count,
+                            CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs, size_t *failIdx,
+                            CUstream hStream)
+{
+    UVMC_OBSERVED(cuMemcpyBatchAsync, uvmc_use_batch_drv(dsts, srcs, sizes, count), dsts, srcs, sizes, count, attrs,
+                  attrsIdxs, numAttrs, failIdx, hStream)
+}
+CUresult cuMemcpyBatchAsync_ptsz(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count,
+                                 CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs, size_t *failIdx,
+                                 CUstream hStream)
+{
+    UVMC_OBSERVED(cuMemcpyBatchAsync_ptsz, uvmc_use_batch_drv(dsts, srcs, sizes, count), dsts, srcs, sizes, count,
+                  attrs, attrsIdxs, numAttrs, failIdx, hStream)
+}
+CUresult cuMemcpyBatchAsync_v2(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count,
+                               CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs, CUstream hStream)
+{
+    UVMC_OBSERVED(cuMemcpyBatchAsync_v2, uvmc_use_batch_drv(dsts, srcs, sizes, count), dsts, srcs, sizes, count, attrs,
+                  attrsIdxs, numAttrs, hStream)
+}
+CUresult cuMemcpyBatchAsync_v2_ptsz(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count,
+                                    CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs, CUstream hStream)
+{
+    UVMC_OBSERVED(cuMemcpyBatchAsync_v2_ptsz, uvmc_use_batch_drv(dsts, srcs, sizes, count), dsts, srcs, sizes, count,
+                  attrs, attrsIdxs, numAttrs, hStream)
+}
+CUresult cuMemcpy3DBatchAsync(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList, size_t *failIdx, unsigned long long flags,
+                              CUstream hStream)
+{
+    UVMC_OBSERVED(cuMemcpy3DBatchAsync, uvmc_use_batch_3d_drv(numOps, opList), numOps, opList, failIdx, flags, hStream)
+}
+CUresult cuMemcpy3DBatchAsync_ptsz(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList, size_t *failIdx,
+                                   unsigned long long flags, CUstream hStream)
+{
+    UVMC_OBSERVED(cuMemcpy3DBatchAsync_ptsz, uvmc_use_batch_3d_drv(numOps, opList), numOps, opList, failIdx, flags,
+                  hStream)
+}
+CUresult cuMemcpy3DBatchAsync_v2(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList, unsigned long long flags,
+                                 CUstream hStream)
+{
+    UVMC_OBSERVED(cuMemcpy3DBatchAsync_v2, uvmc_use_batch_3d_drv(numOps, opList), numOps, opList, flags, hStream)
+}
+CUresult cuMemcpy3DBatchAsync_v2_ptsz(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList, unsigned long long flags,
+                                      CUstream hStream)
+{
+    UVMC_OBSERVED(cuMemcpy3DBatchAsync_v2_ptsz, uvmc_use_batch_3d_drv(numOps, opList), numOps, opList, flags, hStream)
+}
+
+/* The legacy (CUDA 2.x) query, 32-bit device pointer out: still a use of the host memory. */
+CUresult cuMemHostGetDevicePointer(CUdeviceptr_v1 *pdptr, void *p, unsigned int Flags)
+{
+    UVMC_OBSERVED(cuMemHostGetDevicePointer, DUSE(p, 1), pdptr, p, Flags)
 }

@@ -1,5 +1,6 @@
-/* procaddr.c: entry-point queries (cuGetProcAddress legacy and _v2, cudaGetDriverEntryPoint*):
- * the real query answers; a driver function we wrap comes back as our wrapper of the same ABI. */
+/* procaddr.c: the driver's entry-point queries (cuGetProcAddress legacy and _v2; the runtime's
+ * cudaGetDriverEntryPoint* are in runtime_procaddr.c): the real query answers; a driver function we
+ * wrap comes back as our wrapper of the same ABI. */
 #include <dlfcn.h>
 #include <string.h>
 
@@ -8,7 +9,7 @@
 /* Which ELF symbol the real query returned decides the wrapper, as cuinterpose does (BRIEF §2):
  * cuMemcpyDtoH_v2_ptds for a per-thread request gets our _ptds wrapper, an ABI we do not wrap
  * (or an address that is not exactly a symbol) is returned untouched. */
-static void *uvmc_wrap_entry_point(void *fn)
+void *uvmc_wrap_entry_point(void *fn)
 {
     Dl_info info;
     if (!fn || !dladdr(fn, &info) || !info.dli_sname || info.dli_saddr != fn)
@@ -41,37 +42,4 @@ CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cu
     if (r == CUDA_SUCCESS && pfn)
         *pfn = uvmc_wrap_entry_point(*pfn);
     return r;
-}
-
-#define UVMC_RT_QUERY(name, ...)                                                  \
-    UVMC_REAL_OR_RETURN(name, cudaErrorSharedObjectSymbolNotFound);               \
-    cudaError_t r = uvmc_real.name(__VA_ARGS__);                                  \
-    if (r == cudaSuccess && funcPtr)                                              \
-        *funcPtr = uvmc_wrap_entry_point(*funcPtr);                               \
-    return r;
-
-cudaError_t cudaGetDriverEntryPoint(const char *symbol, void **funcPtr, unsigned long long flags,
-                                    enum cudaDriverEntryPointQueryResult *driverStatus)
-{
-    UVMC_RT_QUERY(cudaGetDriverEntryPoint, symbol, funcPtr, flags, driverStatus)
-}
-
-cudaError_t cudaGetDriverEntryPoint_ptsz(const char *symbol, void **funcPtr, unsigned long long flags,
-                                         enum cudaDriverEntryPointQueryResult *driverStatus)
-{
-    UVMC_RT_QUERY(cudaGetDriverEntryPoint_ptsz, symbol, funcPtr, flags, driverStatus)
-}
-
-cudaError_t cudaGetDriverEntryPointByVersion(const char *symbol, void **funcPtr, unsigned int cudaVersion,
-                                             unsigned long long flags,
-                                             enum cudaDriverEntryPointQueryResult *driverStatus)
-{
-    UVMC_RT_QUERY(cudaGetDriverEntryPointByVersion, symbol, funcPtr, cudaVersion, flags, driverStatus)
-}
-
-cudaError_t cudaGetDriverEntryPointByVersion_ptsz(const char *symbol, void **funcPtr, unsigned int cudaVersion,
-                                                  unsigned long long flags,
-                                                  enum cudaDriverEntryPointQueryResult *driverStatus)
-{
-    UVMC_RT_QUERY(cudaGetDriverEntryPointByVersion_ptsz, symbol, funcPtr, cudaVersion, flags, driverStatus)
 }

@@ -33,8 +33,11 @@ static void uvmc_ring_free(void)
     if (pthread_mutex_trylock(&uvmc_ring_lock) != 0)
         return; /* a copy still uses it (a thread running at exit): the process's end frees it */
     /* Not after a reset released it: its address may be the program's own buffer by now. */
-    if (uvmc_ring && uvmc_ring_pid == getpid() && uvmc_drv.cuMemFreeHost && uvmc_ring_id == uvmc_buffer_id(uvmc_ring))
+    if (uvmc_ring && uvmc_ring_pid == getpid() && uvmc_drv.cuMemFreeHost && uvmc_ring_id == uvmc_buffer_id(uvmc_ring)) {
+        struct uvmc_relaxed mode = uvmc_relax();
         uvmc_drv.cuMemFreeHost(uvmc_ring);
+        uvmc_unrelax(mode);
+    }
     uvmc_ring = NULL;
     pthread_mutex_unlock(&uvmc_ring_lock);
 }
@@ -45,13 +48,10 @@ static void uvmc_ring_free(void)
 static void *uvmc_ring_alloc(size_t bytes)
 {
     void *p = NULL;
-    CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
-    bool exchanged = uvmc_drv.cuThreadExchangeStreamCaptureMode &&
-                     uvmc_drv.cuThreadExchangeStreamCaptureMode(&mode) == CUDA_SUCCESS;
+    struct uvmc_relaxed mode = uvmc_relax();
     CUresult r = uvmc_drv.cuMemHostAlloc ? uvmc_drv.cuMemHostAlloc(&p, bytes, CU_MEMHOSTALLOC_PORTABLE)
                                          : CUDA_ERROR_NOT_FOUND;
-    if (exchanged)
-        uvmc_drv.cuThreadExchangeStreamCaptureMode(&mode);
+    uvmc_unrelax(mode);
     if (r != CUDA_SUCCESS) {
         uvmc_log(UVMC_LOG_WARN,
                  "cannot allocate the %zu-byte staging ring (CUresult %d); copies into pageable memory "
@@ -96,5 +96,17 @@ void *uvmc_staging_acquire(void)
 
 void uvmc_staging_release(void)
 {
+    pthread_mutex_unlock(&uvmc_ring_lock);
+}
+
+void uvmc_staging_abandon(void)
+{
+    static atomic_bool said;
+    pthread_mutex_lock(&uvmc_ring_setup);
+    if (!atomic_exchange(&said, true))
+        uvmc_log(UVMC_LOG_WARN, "a copy's blocks could not be waited for; its %zu KiB staging ring is given up, "
+                 "not reused", (size_t)uvmc_cfg.depth * uvmc_staging_slot() >> 10);
+    uvmc_ring = NULL;
+    pthread_mutex_unlock(&uvmc_ring_setup);
     pthread_mutex_unlock(&uvmc_ring_lock);
 }

@@ -102,11 +102,71 @@
     X(cuMemcpyAtoH_v2, cuMemcpyAtoH_v2, DRIVER) \
     X(cuMemcpyAtoH_v2_ptds, cuMemcpyAtoH_v2, DRIVER) \
     X(cuMemcpyAtoHAsync_v2, cuMemcpyAtoHAsync_v2, DRIVER) \
-    X(cuMemcpyAtoHAsync_v2_ptsz, cuMemcpyAtoHAsync_v2, DRIVER)
-
-/* One more export is not in this table: dlsym (x86-64 only), an assembly stub that must jump to
- * glibc's with the caller's return address intact (dlsym_x86_64.S, dlsym.c); CMake adds it to the
- * export list. */
+    X(cuMemcpyAtoHAsync_v2_ptsz, cuMemcpyAtoHAsync_v2, DRIVER) \
+    /* memsets, peer and batch copies (CUDA 12.8+), the legacy device-pointer query */ \
+    X(cudaMemset, cudaMemset, RUNTIME) \
+    X(cudaMemset_ptds, cudaMemset, RUNTIME) \
+    X(cudaMemsetAsync, cudaMemsetAsync, RUNTIME) \
+    X(cudaMemsetAsync_ptsz, cudaMemsetAsync, RUNTIME) \
+    X(cudaMemset2D, cudaMemset2D, RUNTIME) \
+    X(cudaMemset2D_ptds, cudaMemset2D, RUNTIME) \
+    X(cudaMemset2DAsync, cudaMemset2DAsync, RUNTIME) \
+    X(cudaMemset2DAsync_ptsz, cudaMemset2DAsync, RUNTIME) \
+    X(cudaMemset3D, cudaMemset3D, RUNTIME) \
+    X(cudaMemset3D_ptds, cudaMemset3D, RUNTIME) \
+    X(cudaMemset3DAsync, cudaMemset3DAsync, RUNTIME) \
+    X(cudaMemset3DAsync_ptsz, cudaMemset3DAsync, RUNTIME) \
+    X(cudaMemcpyPeer, cudaMemcpyPeer, RUNTIME) \
+    X(cudaMemcpyPeerAsync, cudaMemcpyPeerAsync, RUNTIME) \
+    X(cudaMemcpy3DPeer, cudaMemcpy3DPeer, RUNTIME) \
+    X(cudaMemcpy3DPeer_ptds, cudaMemcpy3DPeer, RUNTIME) \
+    X(cudaMemcpy3DPeerAsync, cudaMemcpy3DPeerAsync, RUNTIME) \
+    X(cudaMemcpy3DPeerAsync_ptsz, cudaMemcpy3DPeerAsync, RUNTIME) \
+    X(cudaMemcpyBatchAsync, cudaMemcpyBatchAsync, RUNTIME) \
+    X(cudaMemcpyBatchAsync_ptsz, cudaMemcpyBatchAsync, RUNTIME) \
+    X(cudaMemcpy3DBatchAsync, cudaMemcpy3DBatchAsync, RUNTIME) \
+    X(cudaMemcpy3DBatchAsync_ptsz, cudaMemcpy3DBatchAsync, RUNTIME) \
+    X(cuMemsetD8_v2, cuMemsetD8_v2, DRIVER) \
+    X(cuMemsetD8_v2_ptds, cuMemsetD8_v2, DRIVER) \
+    X(cuMemsetD16_v2, cuMemsetD16_v2, DRIVER) \
+    X(cuMemsetD16_v2_ptds, cuMemsetD16_v2, DRIVER) \
+    X(cuMemsetD32_v2, cuMemsetD32_v2, DRIVER) \
+    X(cuMemsetD32_v2_ptds, cuMemsetD32_v2, DRIVER) \
+    X(cuMemsetD8Async, cuMemsetD8Async, DRIVER) \
+    X(cuMemsetD8Async_ptsz, cuMemsetD8Async, DRIVER) \
+    X(cuMemsetD16Async, cuMemsetD16Async, DRIVER) \
+    X(cuMemsetD16Async_ptsz, cuMemsetD16Async, DRIVER) \
+    X(cuMemsetD32Async, cuMemsetD32Async, DRIVER) \
+    X(cuMemsetD32Async_ptsz, cuMemsetD32Async, DRIVER) \
+    X(cuMemsetD2D8_v2, cuMemsetD2D8_v2, DRIVER) \
+    X(cuMemsetD2D8_v2_ptds, cuMemsetD2D8_v2, DRIVER) \
+    X(cuMemsetD2D16_v2, cuMemsetD2D16_v2, DRIVER) \
+    X(cuMemsetD2D16_v2_ptds, cuMemsetD2D16_v2, DRIVER) \
+    X(cuMemsetD2D32_v2, cuMemsetD2D32_v2, DRIVER) \
+    X(cuMemsetD2D32_v2_ptds, cuMemsetD2D32_v2, DRIVER) \
+    X(cuMemsetD2D8Async, cuMemsetD2D8Async, DRIVER) \
+    X(cuMemsetD2D8Async_ptsz, cuMemsetD2D8Async, DRIVER) \
+    X(cuMemsetD2D16Async, cuMemsetD2D16Async, DRIVER) \
+    X(cuMemsetD2D16Async_ptsz, cuMemsetD2D16Async, DRIVER) \
+    X(cuMemsetD2D32Async, cuMemsetD2D32Async, DRIVER) \
+    X(cuMemsetD2D32Async_ptsz, cuMemsetD2D32Async, DRIVER) \
+    X(cuMemcpyPeer, cuMemcpyPeer, DRIVER) \
+    X(cuMemcpyPeer_ptds, cuMemcpyPeer, DRIVER) \
+    X(cuMemcpyPeerAsync, cuMemcpyPeerAsync, DRIVER) \
+    X(cuMemcpyPeerAsync_ptsz, cuMemcpyPeerAsync, DRIVER) \
+    X(cuMemcpy3DPeer, cuMemcpy3DPeer, DRIVER) \
+    X(cuMemcpy3DPeer_ptds, cuMemcpy3DPeer, DRIVER) \
+    X(cuMemcpy3DPeerAsync, cuMemcpy3DPeerAsync, DRIVER) \
+    X(cuMemcpy3DPeerAsync_ptsz, cuMemcpy3DPeerAsync, DRIVER) \
+    X(cuMemcpyBatchAsync, cuMemcpyBatchAsync, DRIVER) \
+    X(cuMemcpyBatchAsync_ptsz, cuMemcpyBatchAsync, DRIVER) \
+    X(cuMemcpyBatchAsync_v2, cuMemcpyBatchAsync_v2, DRIVER) \
+    X(cuMemcpyBatchAsync_v2_ptsz, cuMemcpyBatchAsync_v2, DRIVER) \
+    X(cuMemcpy3DBatchAsync, cuMemcpy3DBatchAsync, DRIVER) \
+    X(cuMemcpy3DBatchAsync_ptsz, cuMemcpy3DBatchAsync, DRIVER) \
+    X(cuMemcpy3DBatchAsync_v2, cuMemcpy3DBatchAsync_v2, DRIVER) \
+    X(cuMemcpy3DBatchAsync_v2_ptsz, cuMemcpy3DBatchAsync_v2, DRIVER) \
+    X(cuMemHostGetDevicePointer, cuMemHostGetDevicePointer, DRIVER)
 
 /* Runtime functions called but never interposed: X(name). Resolved like the interposed ones. */
 #define UVMC_RUNTIME_CALLED(X) \
@@ -120,6 +180,7 @@
 #define UVMC_DRIVER_CALLED(X)                                                 \
     X(cuCtxGetCurrent, 4000, PFN_cuCtxGetCurrent_v4000, 1)                    \
     X(cuEventSynchronize, 2000, PFN_cuEventSynchronize_v2000, 1)              \
+    X(cuEventQuery, 2000, PFN_cuEventQuery_v2000, 1)                          \
     X(cuStreamSynchronize, 2000, PFN_cuStreamSynchronize_v2000, 1)            \
     X(cuCtxGetDevice, 2000, PFN_cuCtxGetDevice_v2000, 1)                      \
     X(cuPointerGetAttributes, 7000, PFN_cuPointerGetAttributes_v7000, 1)      \
@@ -130,6 +191,7 @@
     X(cuMemPrefetchAsync, 12020, PFN_cuMemPrefetchAsync_v12020, 0)            \
     X(cuMemRangeGetAttribute, 8000, PFN_cuMemRangeGetAttribute_v8000, 0)     \
     X(cuStreamQuery, 2000, PFN_cuStreamQuery_v2000, 1)                        \
+    X(cuStreamGetFlags, 5050, PFN_cuStreamGetFlags_v5050, 0)                  \
     X(cuDeviceGetAttribute, 2000, PFN_cuDeviceGetAttribute_v2000, 1)          \
     X(cuMemHostAlloc, 2020, PFN_cuMemHostAlloc_v2020, 0)                      \
     X(cuMemFreeHost, 2000, PFN_cuMemFreeHost_v2000, 0)                        \

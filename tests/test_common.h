@@ -5,11 +5,13 @@
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "uvmc_config.h"
 
@@ -76,6 +78,40 @@ static inline void test_gate_open(struct test_gate *g)
     g->open = 1;
     pthread_cond_broadcast(&g->cond);
     pthread_mutex_unlock(&g->lock);
+}
+
+/* Watchdog for a call that must return on its own while the stream behind it waits at a gate
+ * the test opens only afterwards: fn(arg) runs on a thread given `seconds`; then the gate opens
+ * (a hung call then ends) and the thread is joined. True when fn returned before the deadline. */
+struct test_watch {
+    void *(*fn)(void *);
+    void *arg;
+    atomic_int done;
+};
+
+static inline void *test_watch_main(void *arg)
+{
+    struct test_watch *w = arg;
+    w->fn(w->arg);
+    atomic_store(&w->done, 1);
+    return NULL;
+}
+
+static inline bool test_returns_before_gate(void *(*fn)(void *), void *arg, double seconds, struct test_gate *gate)
+{
+    struct test_watch w = {.fn = fn, .arg = arg};
+    pthread_t th;
+    if (pthread_create(&th, NULL, test_watch_main, &w) != 0)
+        return false;
+    for (double t = 0; t < seconds && !atomic_load(&w.done); t += 0.01) {
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    bool returned = atomic_load(&w.done);
+    if (gate)
+        test_gate_open(gate);
+    pthread_join(th, NULL);
+    return returned;
 }
 
 static inline uint8_t test_pattern(size_t i)

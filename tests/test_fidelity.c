@@ -12,6 +12,7 @@
 #include "uvmsim.h"
 
 extern __typeof__(cudaMemcpy) cudaMemcpy_ptds;
+extern __typeof__(cudaMemcpyAsync) cudaMemcpyAsync_ptsz;
 
 #define NBLK 512 /* blocks of the large copy */
 
@@ -81,15 +82,17 @@ static void teardown(void)
 
 START_TEST(split_without_range_attributes_and_not_across_allocations)
 {
-    /* The strict simulator answers no range for managed memory (BRIEF §8). */
+    /* The strict simulator fails every query that names a range attribute of managed memory
+     * (tests/sim/README.md, UVMSIM_MANAGED_RANGE). */
     size_t size = 1;
     ck_assert_int_eq(cuPointerGetAttribute(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, (CUdeviceptr)(uintptr_t)src),
-                     CUDA_SUCCESS);
-    ck_assert_uint_eq(size, 0);
+                     CUDA_ERROR_INVALID_VALUE);
     size_t len = 6 * test_cfg.chunk_size + 5;
-    unsigned long long c = uvmsim_calls("cudaMemcpy");
+    unsigned long long c = uvmsim_calls("cudaMemcpy"), q = uvmsim_calls("cuPointerGetAttributes");
     ck_assert_int_eq(cudaMemcpy(pinned, src + 3, len, cudaMemcpyDeviceToHost), cudaSuccess);
     ck_assert_uint_eq(uvmsim_calls("cudaMemcpy") - c, 0); /* split: no unsplit call reached the runtime */
+    /* the source's first and last byte, the destination */
+    ck_assert_uint_eq(uvmsim_calls("cuPointerGetAttributes") - q, 3);
     /* Two managed allocations, one right after the other: a copy running from the first into the
      * second is not inside one allocation, so it passes through unsplit. */
     uint8_t *a, *b;
@@ -283,6 +286,55 @@ START_TEST(staging_ring_renewed_after_a_device_reset)
 }
 END_TEST
 
+/* ---- found by review (issue 16): each failed before its fix */
+
+struct async_copy {
+    void *dst;
+    const void *src;
+    size_t n;
+    cudaStream_t s;
+    bool ptsz;
+    cudaError_t rc;
+};
+
+static void *async_copy_main(void *arg)
+{
+    struct async_copy *a = arg;
+    a->rc = (a->ptsz ? cudaMemcpyAsync_ptsz : cudaMemcpyAsync)(a->dst, a->src, a->n, cudaMemcpyDeviceToHost, a->s);
+    return NULL;
+}
+
+START_TEST(async_copy_on_a_stream_behind_the_legacy_stream_returns)
+{
+    /* An idle stream created without cudaStreamNonBlocking (and the per-thread stream) still waits
+     * for earlier legacy-stream work: with the legacy stream held at a gate the test opens only
+     * after the call, a copy that waited for its stream would never return. FBGEMM's advice, so the
+     * host engine is the candidate. */
+    advise(src, n, true);
+    cudaStream_t blocking;
+    ck_assert_int_eq(cudaStreamCreate(&blocking), cudaSuccess);
+    struct async_copy cases[] = {
+        {pinned, src, n, blocking, false, cudaErrorUnknown},
+        {pinned, src, n, cudaStreamPerThread, false, cudaErrorUnknown},
+        {pinned, src, n, 0, true, cudaErrorUnknown}, /* stream 0 through _ptsz: the per-thread stream */
+    };
+    char waited[64] = "";
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        struct test_gate g = TEST_GATE_INIT;
+        memset(pinned, 0, n);
+        ck_assert_int_eq(cudaLaunchHostFunc(cudaStreamLegacy, test_gate_wait, &g), cudaSuccess);
+        if (!test_returns_before_gate(async_copy_main, &cases[k], 10.0, &g))
+            snprintf(waited + strlen(waited), sizeof waited - strlen(waited), " %zu", k);
+        ck_assert_int_eq(cases[k].rc, cudaSuccess);
+        ck_assert_int_eq(cudaDeviceSynchronize(), cudaSuccess);
+        expect_copy(pinned, n);
+    }
+    ck_assert_msg(!waited[0], "the asynchronous copy waited for the gated legacy stream in case(s)%s", waited);
+    ck_assert_int_eq(cudaStreamDestroy(blocking), cudaSuccess);
+    uvmsim_reset(); /* the test's own gates */
+}
+END_TEST
+
 int main(void)
 {
     test_load_config();
@@ -300,5 +352,6 @@ int main(void)
     tcase_add_test(tc, gpu_resident_table_copied_to_pageable_stays_on_the_device);
     tcase_add_test(tc, context_error_mid_copy_releases_everything);
     tcase_add_test(tc, staging_ring_renewed_after_a_device_reset);
+    tcase_add_test(tc, async_copy_on_a_stream_behind_the_legacy_stream_returns);
     return test_run(tc, "fidelity");
 }

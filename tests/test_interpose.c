@@ -78,7 +78,7 @@ static unsigned long long block_calls(const char *copy_fn)
 
 /* Copy calls one split copy of n bytes makes. The host engine (engine = host here: the suite's
  * managed buffers carry no advice) makes none, when it may wait for the stream: a synchronous call,
- * a pageable destination, or an idle stream other than the legacy one. The copy engine makes one
+ * a pageable destination, or an idle stream created non-blocking. The copy engine makes one
  * per chunk, or fewer, larger ones when it queues an asynchronous copy into pinned memory. */
 static size_t split_copies(size_t n, bool async_pinned, bool idle_stream)
 {
@@ -452,6 +452,39 @@ START_TEST(failed_final_wait_returns_its_error)
 }
 END_TEST
 
+struct failed_wait {
+    cudaStream_t s;
+    cudaError_t rc, query, last;
+};
+
+static void *failed_wait_copy(void *arg)
+{
+    struct failed_wait *f = arg;
+    f->rc = cudaMemcpyAsync(pageable, managed, big, cudaMemcpyDeviceToHost, f->s);
+    f->query = cudaStreamQuery(f->s);
+    f->last = cudaGetLastError();
+    return NULL;
+}
+
+START_TEST(failed_wait_drains_the_stream_before_returning)
+{
+    /* The first wait of a copy into pageable memory fails while its blocks are still held back on
+     * the stream: the call returns its error only once they landed, so nothing still writes the
+     * staging ring (or the destination) when it is handed on. */
+    struct failed_wait f = {0, cudaErrorUnknown, cudaErrorUnknown, cudaErrorUnknown};
+    struct test_gate g = TEST_GATE_INIT;
+    ck_assert_int_eq(cudaStreamCreateWithFlags(&f.s, cudaStreamNonBlocking), cudaSuccess);
+    ck_assert_int_eq(cudaLaunchHostFunc(f.s, test_gate_wait, &g), cudaSuccess);
+    uvmsim_fail_nth("cudaEventSynchronize", 1, cudaErrorLaunchFailure);
+    /* the gate opens after 1 s whether or not the call returned: a call that drains returns then */
+    test_returns_before_gate(failed_wait_copy, &f, 1.0, &g);
+    ck_assert_int_eq(f.rc, cudaErrorLaunchFailure);
+    ck_assert_int_eq(f.query, cudaSuccess); /* nothing of the copy was still queued when it returned */
+    ck_assert_int_eq(f.last, cudaErrorLaunchFailure); /* the failed wait's, as the unsplit call would leave */
+    ck_assert_int_eq(cudaStreamDestroy(f.s), cudaSuccess);
+}
+END_TEST
+
 /* FBGEMM's advice (BRIEF §1), set through the driver so one test source serves both runtimes. */
 static void advise_prefer_cpu(void *p, size_t n)
 {
@@ -497,8 +530,9 @@ START_TEST(prefetch_ahead_on_the_callers_stream)
             ck_assert_ptr_eq(log[i].stream, cases[k].logged);
         }
         /* queued (copy engine, returns at once): at most a prefetch and a copy per block; else
-         * (host engine) at most depth + 1 operations at a time */
-        bool queued = test_cfg.prefetch != UVMC_PREFETCH_HOST || (cases[k].given == 0 && !cases[k].ptsz);
+         * (host engine, only on the idle non-blocking stream: the legacy and per-thread streams
+         * may wait for each other) at most depth + 1 operations at a time */
+        bool queued = test_cfg.prefetch != UVMC_PREFETCH_HOST || cases[k].given != s;
         ck_assert_uint_le(uvmsim_stat("max_outstanding"), queued ? 2 * nb : test_cfg.depth + 1);
     }
     ck_assert_int_eq(cudaStreamDestroy(s), cudaSuccess);
@@ -751,23 +785,30 @@ END_TEST
 
 START_TEST(split_copy_destination_stays_pageable)
 {
-    /* The checkpoint destination: the first use is a split copy out of managed memory, so it stays
-     * pageable for good and nothing is ever locked; later queries say so. */
-    uint8_t *p = NULL;
+    /* The checkpoint destination: written by a split copy out of managed memory that returns after
+     * it landed, it stays pageable and nothing is locked; its next other use (a query) pins it. An
+     * asynchronous copy on the legacy stream, which may not wait, pins its destination first. */
+    uint8_t *p = NULL, *q = NULL;
     size_t n = big > test_cfg.pinned_threshold ? big : test_cfg.pinned_threshold;
     unsigned long long pinned0 = uvmsim_pinned_bytes();
     ck_assert_int_eq(cudaHostAlloc((void **)&p, n + GUARD, cudaHostAllocDefault), cudaSuccess);
     memset(p, 0xEE, n + GUARD);
-    ck_assert_int_eq(cudaMemcpyAsync(p, managed, n, cudaMemcpyDeviceToHost, 0), cudaSuccess);
-    expect_bytes(p, managed, n); /* complete on return: pageable */
-    struct cudaPointerAttributes a;
-    ck_assert_int_eq(cudaPointerGetAttributes(&a, p), cudaSuccess);
-    ck_assert_int_eq(a.type, cudaMemoryTypeUnregistered);
+    ck_assert_int_eq(cudaMemcpy(p, managed, n, cudaMemcpyDeviceToHost), cudaSuccess);
+    expect_bytes(p, managed, n);
     /* the only page-locked bytes: the staging ring of the copy engine, at most depth slots */
     ck_assert_uint_le(uvmsim_pinned_bytes(), pinned0 + test_cfg.depth * test_cfg.chunk_size);
     ck_assert_uint_lt(uvmsim_pinned_bytes(), pinned0 + n);
     ck_assert_uint_eq(uvmsim_calls("cuMemHostRegister_v2"), 0);
+    ck_assert(reported_pinned(p));
+    ck_assert_uint_eq(uvmsim_calls("cuMemHostRegister_v2"), 1);
+    ck_assert_int_eq(cudaHostAlloc((void **)&q, n + GUARD, cudaHostAllocDefault), cudaSuccess);
+    memset(q, 0xEE, n + GUARD);
+    ck_assert_int_eq(cudaMemcpyAsync(q, managed, n, cudaMemcpyDeviceToHost, 0), cudaSuccess);
+    ck_assert_uint_eq(uvmsim_calls("cuMemHostRegister_v2"), 2);
+    ck_assert_int_eq(cudaStreamSynchronize(0), cudaSuccess);
+    expect_bytes(q, managed, n);
     ck_assert_int_eq(cudaFreeHost(p), cudaSuccess);
+    ck_assert_int_eq(cudaFreeHost(q), cudaSuccess);
 }
 END_TEST
 
@@ -927,6 +968,7 @@ int main(int argc, char **argv)
         tcase_add_test(tc, failing_block_returns_its_error_and_leaks_nothing);
         tcase_add_test(tc, synchronous_copy_without_an_event_still_waits);
         tcase_add_test(tc, failed_final_wait_returns_its_error);
+        tcase_add_test(tc, failed_wait_drains_the_stream_before_returning);
         tcase_add_test(tc, no_prefetch_when_configured_none);
     } else if (!strcmp(which, "hints")) {
         if (test_cfg.prefetch == UVMC_PREFETCH_NONE) {

@@ -1,7 +1,8 @@
 /* test_static_runtime.c: a program that reaches the driver the way a statically linked CUDA
  * runtime does: dlopen(libcuda) itself, dlsym(handle, "cuGetProcAddress_v2"), every function
- * through that query. Usage: test_static_runtime LIBCUDA split|unsplit. With intercept_dlsym = on
- * its large copy out of managed memory is split; with it off the copy passes through unchanged. */
+ * through that query. Usage: test_static_runtime LIBCUDA split|unsplit. With libuvmchunk-dlsym.so
+ * preloaded before libuvmchunk.so its large copy out of managed memory is split; without it the copy
+ * passes through unchanged, whatever intercept_dlsym says. */
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <dlfcn.h>
@@ -65,8 +66,8 @@ int main(int argc, char **argv)
         bad += dst[i] != test_pattern(i);
     unsigned long long want = want_split ? test_blocks(n) : 1;
     int ok = r == CUDA_SUCCESS && bad == 0 && copies == want;
-    printf("static runtime, intercept_dlsym %s: result %d, %zu bytes differ, %llu copies (want %llu)\n",
-           test_cfg.intercept_dlsym ? "on" : "off", (int)r, bad, copies, want);
+    printf("static runtime, %s libuvmchunk-dlsym.so: result %d, %zu bytes differ, %llu copies (want %llu)\n",
+           want_split ? "with" : "without", (int)r, bad, copies, want);
     printf("%d passed, %d failed\n", ok, !ok);
     return ok ? 0 : 1;
 }

@@ -1,8 +1,9 @@
-"""uvmchunk-run [--config FILE] [--] COMMAND [ARG...]: runs COMMAND (and every process it starts,
-e.g. torchrun's workers) with libuvmchunk.so first in LD_PRELOAD, keeping what was there. Before
-that it checks the configuration the library will read (the file and every UVMCHUNK_* variable)
-with the library's own parser, the uvmchunk-config helper shipped next to the library, and refuses
-to start on any mistake. The one launcher: tools/uvmchunk-run in a source build runs this module too."""
+"""uvmchunk-run [--config FILE] [--static-runtime] [--] COMMAND [ARG...]: runs COMMAND (and every
+process it starts, e.g. torchrun's workers) with libuvmchunk.so first in LD_PRELOAD, keeping what was
+there. Before that it checks the configuration the library will read (the file and every UVMCHUNK_*
+variable) with the library's own parser, the uvmchunk-config helper shipped next to the library, and
+refuses to start on any mistake. The one launcher: tools/uvmchunk-run in a source build runs this
+module too."""
 from __future__ import annotations
 
 import os
@@ -12,7 +13,7 @@ from typing import Optional, Sequence
 
 from . import __version__, library_path, preload_env
 
-USAGE = "usage: uvmchunk-run [--config FILE] [--] COMMAND [ARG...]"
+USAGE = "usage: uvmchunk-run [--config FILE] [--static-runtime] [--] COMMAND [ARG...]"
 HELP = f"""{USAGE}
 
 Runs COMMAND, and every process it starts, with libuvmchunk.so first in LD_PRELOAD (what was
@@ -22,8 +23,10 @@ from UVMCHUNK_* variables; `python -m uvmchunk` prints those in effect. A mistak
 (unknown key or variable, bad value, unreadable file) is one 'uvmchunk:' line each, and COMMAND
 is not started (exit 2).
 
-  --help      this text
-  --version   the version"""
+  --static-runtime  libuvmchunk-dlsym.so goes before it (x86-64), so programs with a statically
+                    linked CUDA runtime (nvcc's default) are served too
+  --help            this text
+  --version         the version"""
 
 
 def _fail(msg: str, code: int = 2) -> "NoReturn":  # noqa: F821  (typing only)
@@ -48,11 +51,27 @@ def _check_config(env: dict) -> None:
         sys.exit(2)  # the helper has said what is wrong, one line per mistake
 
 
+_DLSYM_OBJECT = "libuvmchunk-dlsym.so"
+
+
+def _with_static_runtime_support(env: dict) -> dict:
+    """libuvmchunk-dlsym.so, from next to the library, first in LD_PRELOAD (a copy already there is
+    not added twice)."""
+    entries = env["LD_PRELOAD"].split(" ")
+    path = os.path.join(os.path.dirname(entries[0]), _DLSYM_OBJECT)
+    if not os.path.isfile(path):
+        _fail(f"--static-runtime needs {path} (built on x86-64 only)")
+    rest = [e for e in entries if os.path.basename(e) != _DLSYM_OBJECT]
+    env["LD_PRELOAD"] = " ".join([path, *rest])
+    return env
+
+
 def main(argv: Optional[Sequence[str]] = None) -> None:
     """Parses the options, checks the configuration, then replaces this process with COMMAND (exit 2
     on bad usage or a configuration mistake, 127 when COMMAND cannot be run)."""
     args = list(sys.argv[1:] if argv is None else argv)
     env_extra = {}
+    static_runtime = False
     while args and args[0].startswith("-"):
         a = args.pop(0)
         if a in ("-h", "--help"):
@@ -69,6 +88,8 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
             env_extra["UVMCHUNK_CONFIG"] = os.path.abspath(args.pop(0))  # the workers' cwd may differ
         elif a.startswith("--config="):
             env_extra["UVMCHUNK_CONFIG"] = os.path.abspath(a.split("=", 1)[1])
+        elif a == "--static-runtime":
+            static_runtime = True
         else:
             _fail(f"unknown option {a} (put -- before a command that starts with -); {USAGE}")
     if not args or not args[0]:
@@ -80,6 +101,8 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         sys.exit(2)
     env.update(env_extra)
     _check_config(env)
+    if static_runtime:
+        env = _with_static_runtime_support(env)
     try:
         os.execvpe(args[0], args, env)
     except OSError as e:

@@ -112,6 +112,7 @@ static CUresult event_wait(CUevent e, int query) {
     CUresult r = CUDA_SUCCESS;
     if (!ev) r = CUDA_ERROR_INVALID_HANDLE;
     else if (ev->captured) r = CUDA_ERROR_CAPTURED_EVENT;
+    else if (sim_sw.capture_queries && sim_prohibited_locked(1)) r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     else if (query) r = event_done_locked(ev) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
     else {
         ev->refs++;

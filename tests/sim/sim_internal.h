@@ -46,6 +46,7 @@ struct alloc {
     void *map;          /* mmap start (NULL for registered memory) */
     size_t maplen;
     int kind;
+    unsigned flags;     /* page-locked: the flags it was allocated or registered with */
     unsigned long long id;
     struct page_advice *adv; /* managed only: one per ADV_PAGE from base */
     size_t nadv;
@@ -125,13 +126,16 @@ struct event {
 
 /* One per driver behaviour whose real reading is unknown or documented as "may"; README.md names the
  * source of each strict value. Read once from the environment when the driver loads. */
+enum { SIM_RANGE_NONE, SIM_RANGE_EXACT, SIM_RANGE_REFUSE }; /* UVMSIM_MANAGED_RANGE values */
 struct sim_switches {
-    int managed_range_exact; /* UVMSIM_MANAGED_RANGE=exact: range attributes answer for managed memory */
+    int managed_range;       /* UVMSIM_MANAGED_RANGE: how range attributes answer for managed memory */
     unsigned stream_capacity; /* UVMSIM_STREAM_CAPACITY: ops queued or running per stream; 0 = unbounded */
     int hostfn_per_stream;   /* UVMSIM_HOSTFN_THREADS=per-stream (else one thread for the context) */
     int cma;                 /* UVMSIM_CMA: concurrent managed access */
     int residency;           /* UVMSIM_RESIDENCY: managed 2 MiB blocks live on the host or the device */
     int pageable_d2h_async;  /* UVMSIM_PAGEABLE_D2H=async: such copies may return before they land */
+    int capture_queries;     /* UVMSIM_CAPTURE_QUERIES=unsafe: stream and event queries and waits are
+                              * potentially unsafe calls under another thread's global capture */
     int report;              /* UVMSIM_REPORT=1: one line of counters at exit */
 };
 extern struct sim_switches sim_sw;

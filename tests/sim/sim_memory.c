@@ -101,7 +101,7 @@ static void drop_alloc(const struct alloc *a) {
     free(a->res);
 }
 
-static CUresult alloc_common(void **out, size_t size, int kind, int global) {
+static CUresult alloc_common(void **out, size_t size, int kind, int global, unsigned flags) {
     NEED_CTX();
     if (!out || size == 0) return CUDA_ERROR_INVALID_VALUE;
     CUresult g = sim_unsafe_guard();
@@ -109,6 +109,7 @@ static CUresult alloc_common(void **out, size_t size, int kind, int global) {
     struct alloc a = { 0 };
     a.kind = kind;
     a.size = size;
+    a.flags = flags;
     size_t pg = (size_t)sysconf(_SC_PAGESIZE);
     size_t len = (size + pg - 1) / pg * pg;
     if (kind == A_MANAGED || kind == A_DEVICE) {
@@ -199,25 +200,24 @@ void sim_memory_reset(void) {
     free(all);
 }
 
-CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr *dptr, size_t n) { ENTER("cuMemAlloc_v2"); return alloc_common((void **)dptr, n, A_DEVICE, 0); }
+CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr *dptr, size_t n) { ENTER("cuMemAlloc_v2"); return alloc_common((void **)dptr, n, A_DEVICE, 0, 0); }
 CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr *dptr, size_t n, unsigned int flags) {
     ENTER("cuMemAllocManaged");
     if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST) return CUDA_ERROR_INVALID_VALUE;
-    return alloc_common((void **)dptr, n, A_MANAGED, flags == CU_MEM_ATTACH_GLOBAL);
+    return alloc_common((void **)dptr, n, A_MANAGED, flags == CU_MEM_ATTACH_GLOBAL, 0);
 }
 CUresult CUDAAPI cuMemFree_v2(CUdeviceptr p) { ENTER("cuMemFree_v2"); return free_common(p, 0); }
 CUresult CUDAAPI cuMemHostAlloc(void **pp, size_t n, unsigned int flags) {
     ENTER("cuMemHostAlloc");
     if (flags & ~(unsigned)(CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_WRITECOMBINED))
         return CUDA_ERROR_INVALID_VALUE;
-    return alloc_common(pp, n, A_HOST, 0);
+    return alloc_common(pp, n, A_HOST, 0, flags);
 }
-CUresult CUDAAPI cuMemAllocHost_v2(void **pp, size_t n) { ENTER("cuMemAllocHost_v2"); return alloc_common(pp, n, A_HOST, 0); }
+CUresult CUDAAPI cuMemAllocHost_v2(void **pp, size_t n) { ENTER("cuMemAllocHost_v2"); return alloc_common(pp, n, A_HOST, 0, 0); }
 CUresult CUDAAPI cuMemFreeHost(void *p) { ENTER("cuMemFreeHost"); return free_common((uintptr_t)p, 1); }
 
 static CUresult host_register(void *p, size_t n, unsigned flags) {
     NEED_CTX();
-    (void)flags;
     if (!p || !n) return CUDA_ERROR_INVALID_VALUE;
     CUresult g = sim_unsafe_guard();
     if (g) return g;
@@ -233,6 +233,7 @@ static CUresult host_register(void *p, size_t n, unsigned flags) {
     a.base = (uintptr_t)p;
     a.size = n;
     a.kind = A_REGISTERED;
+    a.flags = flags;
     if (add_alloc_locked(a)) { pthread_mutex_unlock(&sim_mu); return CUDA_ERROR_OUT_OF_MEMORY; }
     pinned_add_locked((long long)n);
     pthread_mutex_unlock(&sim_mu);
@@ -263,7 +264,7 @@ CUresult CUDAAPI cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUde
     struct alloc *a = sim_find_alloc_locked(p);
     CUresult r = CUDA_ERROR_NOT_FOUND;
     /* Documented for cuMemAddressReserve ranges; reported not to handle managed memory (BRIEF §8). */
-    if (a && a->kind == A_MANAGED && !sim_sw.managed_range_exact) r = CUDA_ERROR_INVALID_VALUE;
+    if (a && a->kind == A_MANAGED && sim_sw.managed_range != SIM_RANGE_EXACT) r = CUDA_ERROR_INVALID_VALUE;
     else if (a && a->kind != A_REGISTERED) {
         if (pbase) *pbase = a->base;
         if (psize) *psize = a->size;
@@ -302,13 +303,15 @@ static CUresult ptr_attr_locked(void *data, CUpointer_attribute at, uintptr_t p,
     case CU_POINTER_ATTRIBUTE_BUFFER_ID: *(unsigned long long *)data = a ? a->id : 0; break;
     case CU_POINTER_ATTRIBUTE_IS_MANAGED: *(unsigned int *)data = a && a->kind == A_MANAGED; break;
     case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: *(int *)data = a ? 0 : -2; break;
-    /* UVMSIM_MANAGED_RANGE=none: managed memory answers 0 (BRIEF §8) */
+    /* UVMSIM_MANAGED_RANGE=none: managed memory answers 0; refuse: the whole query fails (README.md) */
     case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
-        *(CUdeviceptr *)data = a && (a->kind != A_MANAGED || sim_sw.managed_range_exact) ? a->base : 0;
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE: {
+        int exact = a && (a->kind != A_MANAGED || sim_sw.managed_range == SIM_RANGE_EXACT);
+        if (a && a->kind == A_MANAGED && sim_sw.managed_range == SIM_RANGE_REFUSE) return CUDA_ERROR_INVALID_VALUE;
+        if (at == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR) *(CUdeviceptr *)data = exact ? a->base : 0;
+        else *(size_t *)data = exact ? a->size : 0;
         break;
-    case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
-        *(size_t *)data = a && (a->kind != A_MANAGED || sim_sw.managed_range_exact) ? a->size : 0;
-        break;
+    }
     case CU_POINTER_ATTRIBUTE_MAPPED: *(unsigned char *)data = a != NULL; break;
     case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE: *(void **)data = NULL; break;
     default: return CUDA_ERROR_INVALID_VALUE;
@@ -332,6 +335,14 @@ CUresult CUDAAPI cuPointerGetAttributes(unsigned int num, CUpointer_attribute *a
     pthread_mutex_lock(&sim_mu);
     for (unsigned i = 0; i < num && !r; i++)
         if (data[i]) r = ptr_attr_locked(data[i], ats[i], p, 0);
+    pthread_mutex_unlock(&sim_mu);
+    return r;
+}
+
+int uvmsim_host_flags(const void *p) {
+    pthread_mutex_lock(&sim_mu);
+    struct alloc *a = sim_find_alloc_locked((uintptr_t)p);
+    int r = a && (a->kind == A_HOST || a->kind == A_REGISTERED) ? (int)a->flags : -1;
     pthread_mutex_unlock(&sim_mu);
     return r;
 }

@@ -7,7 +7,8 @@
 #include "sim_internal.h"
 
 /* Strict until loaded: the harshest documented reading (README.md, "Behaviour switches"). */
-struct sim_switches sim_sw = {.stream_capacity = 64, .cma = 1, .residency = 1, .pageable_d2h_async = 1};
+struct sim_switches sim_sw = {.managed_range = SIM_RANGE_REFUSE, .stream_capacity = 64, .cma = 1, .residency = 1, .pageable_d2h_async = 1,
+                              .capture_queries = 1};
 
 unsigned long long sim_hostfns, sim_max_outstanding;
 atomic_ullong sim_mig_to_host, sim_mig_to_device, sim_cma_violations;
@@ -40,25 +41,28 @@ static void load_one(const char *name, const char *const *words, int *out)
 void sim_switches_load(void)
 {
     static const char *const profiles[] = {"strict", "lenient", NULL};
-    static const char *const ranges[] = {"none", "exact", NULL};
+    static const char *const ranges[] = {"none", "exact", "refuse", NULL}; /* SIM_RANGE_* */
     static const char *const hostfn[] = {"1", "per-stream", NULL};
     static const char *const onoff[] = {"0", "1", NULL};
     static const char *const d2h[] = {"sync", "async", NULL};
+    static const char *const queries[] = {"allowed", "unsafe", NULL};
     int lenient = 0;
     load_one("UVMSIM_PROFILE", profiles, &lenient);
     /* lenient: the simulator as it was before the fidelity switches existed */
-    int range = lenient, cap = lenient ? 0 : 64, per_stream = lenient, cma = 1, res = !lenient,
-        async = !lenient, report = 0;
+    int range = lenient ? SIM_RANGE_EXACT : SIM_RANGE_REFUSE, cap = lenient ? 0 : 64, per_stream = lenient, cma = 1, res = !lenient,
+        async = !lenient, unsafe_queries = !lenient, report = 0;
     load_one("UVMSIM_MANAGED_RANGE", ranges, &range);
     load_one("UVMSIM_STREAM_CAPACITY", NULL, &cap);
     load_one("UVMSIM_HOSTFN_THREADS", hostfn, &per_stream);
     load_one("UVMSIM_CMA", onoff, &cma);
     load_one("UVMSIM_RESIDENCY", onoff, &res);
     load_one("UVMSIM_PAGEABLE_D2H", d2h, &async);
+    load_one("UVMSIM_CAPTURE_QUERIES", queries, &unsafe_queries);
     load_one("UVMSIM_REPORT", onoff, &report);
-    sim_sw = (struct sim_switches){.managed_range_exact = range, .stream_capacity = (unsigned)cap,
+    sim_sw = (struct sim_switches){.managed_range = range, .stream_capacity = (unsigned)cap,
                                    .hostfn_per_stream = per_stream, .cma = cma, .residency = res,
-                                   .pageable_d2h_async = async, .report = report};
+                                   .pageable_d2h_async = async, .capture_queries = unsafe_queries,
+                                   .report = report};
 }
 
 unsigned long long uvmsim_stat(const char *key)
@@ -98,8 +102,8 @@ __attribute__((destructor)) static void sim_report(void)
             uvmsim_stat("host_functions"), uvmsim_stat("max_outstanding"), uvmsim_stat("migrations_to_host"),
             uvmsim_stat("migrations_to_device"), uvmsim_stat("cma_violations"), uvmsim_stat("pinned_peak_bytes"),
             uvmsim_stat("sticky_error"),
-            sim_sw.managed_range_exact && !sim_sw.stream_capacity && sim_sw.hostfn_per_stream && !sim_sw.residency &&
-                    !sim_sw.pageable_d2h_async
+            sim_sw.managed_range == SIM_RANGE_EXACT && !sim_sw.stream_capacity && sim_sw.hostfn_per_stream && !sim_sw.residency &&
+                    !sim_sw.pageable_d2h_async && !sim_sw.capture_queries
                 ? "lenient"
                 : "strict");
 }

@@ -40,6 +40,7 @@ static int g_fail;
 
 /* Run once per profile (CTest): the strict one (default) and UVMSIM_PROFILE=lenient. */
 static int g_strict = 1;
+static const char *g_range = "refuse"; /* UVMSIM_MANAGED_RANGE in effect */
 
 static double now_ms(void) {
     struct timespec ts;
@@ -231,6 +232,20 @@ static void test_streams(void) {
     if (!g_strict)
         CHECK(n2.t - t0 < 90);
 
+    /* idle is not independent: while legacy work runs, an idle blocking stream and the per-thread
+     * stream read idle, yet their next operation waits for that work (CUDA Runtime API, "stream
+     * synchronization behavior"); libuvmchunk's host engine rests on this */
+    struct stamp b4 = { 0 }, p4 = { 0 };
+    t0 = now_ms();
+    EQ(cudaLaunchHostFunc(cudaStreamLegacy, sleeper, NULL), cudaSuccess);
+    EQ(cudaStreamQuery(blocking), cudaSuccess);
+    EQ(cudaStreamQuery(cudaStreamPerThread), cudaSuccess);
+    EQ(cudaLaunchHostFunc(blocking, stamp_fn, &b4), cudaSuccess);
+    EQ(cudaLaunchHostFunc(cudaStreamPerThread, stamp_fn, &p4), cudaSuccess);
+    EQ(cudaDeviceSynchronize(), cudaSuccess);
+    CHECK(b4.t - t0 >= 95);
+    CHECK(p4.t - t0 >= 95);
+
     /* per-thread default stream: its own queue per host thread, distinct from legacy */
     struct stamp l3 = { 0 }, p3 = { 0 }, q3 = { 0 }, z3 = { 0 };
     EQ(cudaLaunchHostFunc(0, stamp_fn, &l3), cudaSuccess);
@@ -258,6 +273,19 @@ static void *other_thread_malloc(void *arg) {
     void *p = NULL;
     *(cudaError_t *)arg = cudaMalloc(&p, 4096);
     if (!*(cudaError_t *)arg) cudaFree(p);
+    return NULL;
+}
+
+/* Another thread's queries and waits, in the given interaction mode (UVMSIM_CAPTURE_QUERIES). */
+struct other_query { enum cudaStreamCaptureMode mode; cudaStream_t s; cudaEvent_t ev; cudaError_t q, e; };
+static void *other_thread_query(void *arg) {
+    struct other_query *o = arg;
+    enum cudaStreamCaptureMode m = o->mode;
+    cudaThreadExchangeStreamCaptureMode(&m);
+    o->q = cudaStreamQuery(o->s);
+    o->e = cudaEventSynchronize(o->ev);
+    cudaThreadExchangeStreamCaptureMode(&m);
+    cudaGetLastError();
     return NULL;
 }
 
@@ -347,6 +375,34 @@ static void test_capture(void) {
     EQ(cudaFree(p), cudaSuccess);
     EQ(cudaEventDestroy(ev), cudaSuccess);
 
+    /* another thread's global capture forbids a global-mode thread to query or wait for any stream
+     * or event (strict: cuda_runtime_api.h, cudaThreadExchangeStreamCaptureMode; pytorch#104555),
+     * and invalidates it; thread-local and relaxed threads may */
+    {
+        cudaStream_t other;
+        cudaEvent_t done;
+        EQ(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking), cudaSuccess);
+        EQ(cudaEventCreate(&done), cudaSuccess);
+        EQ(cudaEventRecord(done, other), cudaSuccess);
+        EQ(cudaStreamSynchronize(other), cudaSuccess);
+        enum cudaStreamCaptureMode modes[] = {cudaStreamCaptureModeGlobal, cudaStreamCaptureModeThreadLocal,
+                                              cudaStreamCaptureModeRelaxed};
+        for (int k = 0; k < 3; k++) {
+            struct other_query o = {modes[k], other, done, cudaErrorUnknown, cudaErrorUnknown};
+            EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
+            pthread_create(&t, NULL, other_thread_query, &o);
+            pthread_join(t, NULL);
+            int refused = g_strict && k == 0;
+            EQ(o.q, refused ? cudaErrorStreamCaptureUnsupported : cudaSuccess);
+            EQ(o.e, refused ? cudaErrorStreamCaptureUnsupported : cudaSuccess);
+            EQ(cudaStreamEndCapture(s, &g), refused ? cudaErrorStreamCaptureInvalidated : cudaSuccess);
+            if (!refused) EQ(cudaGraphDestroy(g), cudaSuccess);
+            cudaGetLastError();
+        }
+        EQ(cudaEventDestroy(done), cudaSuccess);
+        EQ(cudaStreamDestroy(other), cudaSuccess);
+    }
+
     /* capture on the legacy stream is refused */
     EQ(cudaStreamBeginCapture(0, cudaStreamCaptureModeGlobal), cudaErrorStreamCaptureUnsupported);
     cudaGetLastError();
@@ -422,16 +478,21 @@ static void test_pointers(void) {
     int ord = 7;
     CUcontext ctx = NULL;
     CUpointer_attribute at[6] = { CU_POINTER_ATTRIBUTE_IS_MANAGED, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
-                                  CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, CU_POINTER_ATTRIBUTE_RANGE_SIZE,
-                                  CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, CU_POINTER_ATTRIBUTE_CONTEXT };
-    void *data[6] = { &managed, &mt, &start, &size, &ord, &ctx };
-    EQ(cuPointerGetAttributes(6, at, data, (CUdeviceptr)(m + 3 * MIB + 5)), CUDA_SUCCESS);
+                                  CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, CU_POINTER_ATTRIBUTE_CONTEXT,
+                                  CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, CU_POINTER_ATTRIBUTE_RANGE_SIZE };
+    void *data[6] = { &managed, &mt, &ord, &ctx, &start, &size };
+    EQ(cuPointerGetAttributes(4, at, data, (CUdeviceptr)(m + 3 * MIB + 5)), CUDA_SUCCESS);
     EQ(managed, 1);
     EQ(mt, CU_MEMORYTYPE_DEVICE);
-    EQ(start, g_strict ? 0 : (CUdeviceptr)m); /* UVMSIM_MANAGED_RANGE=none reads 0 */
-    EQ(size, g_strict ? 0 : n);
     EQ(ord, 0);
     CHECK(ctx != NULL);
+    /* UVMSIM_MANAGED_RANGE: exact answers, none reads 0, refuse fails the whole query */
+    EQ(cuPointerGetAttributes(6, at, data, (CUdeviceptr)(m + 3 * MIB + 5)),
+       !strcmp(g_range, "refuse") ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS);
+    EQ(cuPointerGetAttribute(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, (CUdeviceptr)m),
+       !strcmp(g_range, "refuse") ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS);
+    EQ(start, !strcmp(g_range, "exact") ? (CUdeviceptr)m : 0);
+    EQ(size, !strcmp(g_range, "exact") ? n : 0);
     EQ(cuPointerGetAttributes(6, at, data, (CUdeviceptr)plain), CUDA_SUCCESS);
     EQ(managed, 0);
     EQ(mt, 0);
@@ -445,10 +506,11 @@ static void test_pointers(void) {
     EQ(managed, 0);
     start = 0;
     size = 0;
+    int exact = !strcmp(g_range, "exact");
     EQ(cuMemGetAddressRange((CUdeviceptr *)&start, &size, (CUdeviceptr)(m + n - 1)),
-       g_strict ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS);
-    EQ(start, g_strict ? 0 : (CUdeviceptr)m);
-    EQ(size, g_strict ? 0 : n);
+       exact ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE);
+    EQ(start, exact ? (CUdeviceptr)m : 0);
+    EQ(size, exact ? n : 0);
     EQ(cuMemGetAddressRange((CUdeviceptr *)&start, &size, (CUdeviceptr)(d + 5)), CUDA_SUCCESS);
     EQ(start, (CUdeviceptr)d);
     /* BUFFER_ID: one per allocation in both profiles */
@@ -780,6 +842,8 @@ static void test_reset(void) {
 int main(void) {
     const char *profile = getenv("UVMSIM_PROFILE");
     g_strict = !(profile && !strcmp(profile, "lenient"));
+    const char *range = getenv("UVMSIM_MANAGED_RANGE");
+    g_range = range && *range ? range : g_strict ? "refuse" : "exact";
     test_fidelity();
     const char *cma_env = getenv("UVMSIM_CMA");
     if (cma_env && !strcmp(cma_env, "0")) /* the rest assumes concurrent managed access */

@@ -376,10 +376,11 @@ static CUresult stream_sync(CUstream h, int ptds, int query) {
         sim_invalidate_capture_locked(s->cap_id);
         r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     }
-    if (!r && s->kind == S_LEGACY) {
-        if (sim_prohibited_locked(1)) r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-        else if (sim_legacy_implicit_locked()) r = CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
-    }
+    /* Querying or synchronizing any stream is potentially unsafe for a prohibited thread
+     * (UVMSIM_CAPTURE_QUERIES; the legacy stream always) */
+    if (!r && (s->kind == S_LEGACY || sim_sw.capture_queries) && sim_prohibited_locked(1))
+        r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    if (!r && s->kind == S_LEGACY && sim_legacy_implicit_locked()) r = CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
     if (!r) {
         if (query) r = stream_idle_locked(s) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
         else sync_stream_locked(s);

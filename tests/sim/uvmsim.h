@@ -71,6 +71,10 @@ int uvmsim_residency(const void *ptr);
  * fails with it and host functions no longer run, until uvmsim_reset. */
 int uvmsim_device_access(const void *ptr, size_t n);
 
+/* The flags the page-locked range holding ptr was allocated (cuMemHostAlloc) or registered
+ * (cuMemHostRegister) with; -1 when ptr is not page-locked. */
+int uvmsim_host_flags(const void *ptr);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,7 +1,8 @@
 """Lazy pinning with real PyTorch on the simulator: a large pinned tensor used as an ordinary
 staging buffer keeps every promise of pinned memory; a checkpoint of three managed tables commits
-about their own size and locks almost nothing, through dcp.save (also with PyTorch's
-pinned_use_cuda_host_register option) and dcp.async_save with a pinned DefaultStager."""
+about their own size and locks almost nothing through dcp.save (also with PyTorch's
+pinned_use_cuda_host_register option); dcp.async_save with a pinned DefaultStager locks the staged
+copy at its own size, as stock does, once DCP asks whether it is pinned."""
 import pytest
 
 from conftest import run_body
@@ -60,5 +61,10 @@ def test_dcp_save_with_cuda_host_register(tmp_path):
 
 
 def test_async_save_with_pinned_stager(tmp_path):
+    # The stager's copies leave its registered buffers pageable, but DCP's planner then asks
+    # is_pinned() of each staged tensor (TensorProperties.create_from_tensor): a use other than a
+    # split copy, so each becomes what it was promised, pinned at its own size (as stock pins it),
+    # never more.
     r, res = _dcp3(tmp_path, True, mode="async")
-    assert res["locked_peak"] < 64 * MIB, r.describe()
+    assert res["locked_peak"] <= res["tables_bytes"] + 64 * MIB, r.describe()
+    assert res["peak_extra_bytes"] <= res["tables_bytes"] + 64 * MIB, r.describe()
