@@ -181,6 +181,7 @@ static const char *const uvmc_mode_label[] = {"queued", "direct", "staged", "hos
 
 int uvmc_engine_copy(const struct uvmc_copy *c_in)
 {
+    uvmc_pyhook_check();
     struct uvmc_copy copy = *c_in, *c = &copy;
     struct uvmc_plan p = {.chunk = uvmc_cfg.chunk_size};
     p.nblocks = c->count / p.chunk + (c->count % p.chunk != 0);

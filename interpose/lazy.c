@@ -155,6 +155,7 @@ void *uvmc_lazy_alloc(size_t size, unsigned flags)
     /* Every host allocation is mapped and reachable from all contexts under unified addressing
      * (cuda.h, "Automatic Mapping of Host Allocated Host Memory"): its conversion registers so. */
     (void)flags;
+    uvmc_pyhook_check();
     void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED) {
         uvmc_log(UVMC_LOG_WARN, "cannot map %zu pageable bytes; allocating them pinned as asked", size);

@@ -297,6 +297,12 @@ uvmc_dlsym_fn uvmc_real_dlsym(void);
 void uvmc_log(enum uvmc_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 #define UVMC_LOG_ON(level) ((level) <= uvmc_cfg.log_level)
 
+/* ---- pyhook.c ---- */
+/* Once per process, at the first split copy or lazily served request: in a Python with PyTorch
+ * where the uvmchunk package's hook did not run, one line saying that checkpoints take the copy
+ * path (and why), unless dcp_views = off. */
+void uvmc_pyhook_check(void);
+
 /* ---- stats.c ---- */
 struct uvmc_stats {
     atomic_ullong split;        /* copies split into blocks */

@@ -53,30 +53,32 @@ def _need(var):
     return v
 
 
-_pydev = None
+_pydev = {}
 
 
-def pydev_path():
+def pydev_path(hook=True):
     """A directory that makes this tree's Python package an installed distribution for the bodies:
     the package (a link to python/uvmchunk) and a .dist-info with the entry points pyproject.toml
     declares, so PyTorch's backend autoload finds uvmchunk's as it would after `pip install`.
-    Made once per test process; first on PYTHONPATH, it wins over a copy installed in the venv."""
-    global _pydev
-    if _pydev is None:
+    First on PYTHONPATH, it wins over a copy installed in the venv (importlib.metadata takes the
+    first distribution of a name). hook=False: the same without entry points, i.e. a Python that
+    lacks the package's hook. Made once per test process."""
+    if hook not in _pydev:
         import tempfile
         import tomllib
         with open(os.path.join(TOP, "pyproject.toml"), "rb") as f:
             project = tomllib.load(f)["project"]
-        _pydev = tempfile.mkdtemp(prefix="uvmchunk-pydev-")
-        os.symlink(os.path.join(TOP, "python", "uvmchunk"), os.path.join(_pydev, "uvmchunk"))
-        info = os.path.join(_pydev, f"uvmchunk-{project['version']}.dist-info")
+        d = tempfile.mkdtemp(prefix="uvmchunk-pydev-")
+        os.symlink(os.path.join(TOP, "python", "uvmchunk"), os.path.join(d, "uvmchunk"))
+        info = os.path.join(d, f"uvmchunk-{project['version']}.dist-info")
         os.mkdir(info)
         with open(os.path.join(info, "METADATA"), "w") as f:
             f.write(f"Metadata-Version: 2.1\nName: uvmchunk\nVersion: {project['version']}\n")
         with open(os.path.join(info, "entry_points.txt"), "w") as f:
-            for group, entries in project.get("entry-points", {}).items():
+            for group, entries in (project.get("entry-points", {}) if hook else {}).items():
                 f.write(f"[{group}]\n" + "".join(f"{k} = {v}\n" for k, v in entries.items()))
-    return _pydev
+        _pydev[hook] = d
+    return _pydev[hook]
 
 
 def sim_env(with_lib, extra=None):

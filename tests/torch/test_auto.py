@@ -96,3 +96,19 @@ def test_torchrun_two_ranks_auto(tmp_path):
         show("auto under torchrun", res)
         assert res["save_views"] == VIEWS and res["peak_extra_bytes"] <= 64 * MIB, r.describe()
         assert res["kept_after_save_bytes"] <= 64 * MIB, r.describe()
+
+
+def test_a_python_without_the_hook_says_so_once(tmp_path):
+    """The library preloaded into a Python with PyTorch but without the package's hook (here: a
+    uvmchunk distribution with no entry points first on the path): one warning per process, at the
+    first split copy, and the save takes the copy path. With the hook, with dcp_views = off, and
+    with TORCH_DEVICE_BACKEND_AUTOLOAD=0 (said at info level only): no warning."""
+    from conftest import pydev_path
+    line = "has PyTorch but not the uvmchunk package's hook"
+    no_hook = {"PYTHONPATH": pydev_path(hook=False)}
+    r = planner_run(tmp_path, "nohook", "auto", True, AUTO, no_hook)
+    assert r.err.count(line) == 1 and r.result["save_views"] == 0, r.describe()
+    for name, lib_env, extra in (("hook", AUTO, None), ("off", OFF, no_hook),
+                                 ("autoload0", AUTO, dict(no_hook, TORCH_DEVICE_BACKEND_AUTOLOAD="0"))):
+        r = planner_run(tmp_path, name, "auto", True, lib_env, extra)
+        assert line not in r.err, r.describe()
