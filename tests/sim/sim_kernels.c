@@ -135,6 +135,11 @@ void uvmsim_kernel_name(const void *handle, const char *mangled) {
     pthread_mutex_unlock(&g_kmu);
 }
 
+/* Demangled template names run to kilobytes (PyTorch's random kernels): messages show the start. */
+#define SHOWN_MAX 300
+static int shown_len(const char *s) { size_t n = strlen(s); return (int)(n > SHOWN_MAX ? SHOWN_MAX : n); }
+static const char *shown_more(const char *s) { return strlen(s) > SHOWN_MAX ? "..." : ""; }
+
 /* A launch: refused (fail mode, or noop and not allowed) with one line per kernel, or queued on
  * its stream as a no-op (a fill for fill kernels), so work after it on that stream still waits for
  * work before it and a capturing stream records a node. */
@@ -153,8 +158,9 @@ unsigned uvmsim_kernel_launch(const char *entry, const void *handle, const char 
     if (!ok && (k ? !k->said : !g_unknown_said)) {
         char unknown[64];
         snprintf(unknown, sizeof unknown, "an unregistered function %p", handle);
-        fprintf(stderr, "uvmsim: kernel launch (%s) of %s is not simulated: no device code runs here%s\n", entry,
-                k ? k->shown : unknown,
+        const char *what = k ? k->shown : unknown;
+        fprintf(stderr, "uvmsim: kernel launch (%s) of %.*s%s is not simulated: no device code runs here%s\n", entry,
+                shown_len(what), what, shown_more(what),
                 !g_noop ? " (UVMSIM_KERNELS=noop skips launches)" : " and UVMSIM_KERNELS_ALLOW does not name it");
         if (k) k->said = 1;
         else g_unknown_said = 1;
@@ -209,7 +215,9 @@ unsigned long long uvmsim_kernels_skipped(const char *pattern) {
 void sim_kernels_report(void) {
     pthread_mutex_lock(&g_kmu);
     for (struct kname *k = g_names; k; k = k->hh.next)
-        if (k->skipped) fprintf(stderr, "uvmsim: kernel skipped %llu times: %s\n", k->skipped, k->shown);
+        if (k->skipped)
+            fprintf(stderr, "uvmsim: kernel skipped %llu times: %.*s%s\n", k->skipped, shown_len(k->shown), k->shown,
+                    shown_more(k->shown));
     pthread_mutex_unlock(&g_kmu);
 }
 
