@@ -19,7 +19,7 @@ if not torch.version.cuda:
     print(f"SKIP: PyTorch {torch.__version__} is a CPU-only build")
     sys.exit(SKIP)
 
-rc = pytest.main(["-q", "-rs", "-p", "no:cacheprovider", *sys.argv[1:]])
+rc = pytest.main(["-q", "-rsxP", "-p", "no:cacheprovider", *sys.argv[1:]])
 if rc == pytest.ExitCode.NO_TESTS_COLLECTED:
     print("SKIP: pytest collected no tests")
     sys.exit(SKIP)
