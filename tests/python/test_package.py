@@ -75,13 +75,18 @@ def test_source_build_launcher(tmp_path):
 
 def test_wheel_installs_into_a_fresh_venv(tmp_path, monkeypatch):
     monkeypatch.delenv("UVMCHUNK_LIB")
-    wheels = tmp_path / "wheels"
-    r = run([sys.executable, "-m", "pip", "wheel", "--quiet", "--disable-pip-version-check", str(TOP), "-w", str(wheels)],
-            cwd=tmp_path)
-    if r.returncode != 0 and "No matching distribution" in r.stderr:
-        pytest.skip("scikit-build-core cannot be had from the package index here")
-    assert r.returncode == 0, r.stderr[-3000:]
-    wheel = next(wheels.glob("uvmchunk-*.whl"))
+    # tools/test.sh builds this tree's wheel once (UVMC_PACKAGE_WHEEL) for every venv; else build one
+    built = os.environ.get("UVMC_PACKAGE_WHEEL")
+    if built and os.path.isfile(built):
+        wheel = Path(built)
+    else:
+        wheels = tmp_path / "wheels"
+        r = run([sys.executable, "-m", "pip", "wheel", "--quiet", "--disable-pip-version-check", str(TOP), "-w",
+                 str(wheels)], cwd=tmp_path)
+        if r.returncode != 0 and "No matching distribution" in r.stderr:
+            pytest.skip("scikit-build-core cannot be had from the package index here")
+        assert r.returncode == 0, r.stderr[-3000:]
+        wheel = next(wheels.glob("uvmchunk-*.whl"))
     env_dir = tmp_path / "venv"
     # system site packages: PyTorch, when this Python has it, for uvmchunk.dcp; nothing of ours
     venv.create(env_dir, with_pip=True, system_site_packages=True)
