@@ -49,16 +49,6 @@ def _auto_available():
     return any(ep.value.split(".")[0].split(":")[0] == "uvmchunk" for ep in eps)
 
 
-# One row per mode: the library preloaded, and what this mode's results must show beyond equality.
-MODES = {
-    "stock": dict(lib=False),
-    "preload": dict(lib=True),
-    "planner": dict(lib=False),
-    "auto": dict(lib=True, needs=(_auto_available, "the uvmchunk package in this venv has no torch.backends "
-                                                   "entry point (the automatic DCP views are not in this tree)")),
-}
-
-
 def _torchrec_or_skip():
     """By the installed distributions: importing fbgemm_gpu here (off the simulator) would need a
     real libnvidia-ml.so.1."""
@@ -70,7 +60,48 @@ def _torchrec_or_skip():
         pytest.skip(f"TorchRec/FBGEMM are not installed in this venv: {reason}")
 
 
-def run_mode(mode, tmp_path):
+def pins_whole_tables(r, results):
+    """The report's mechanism: DCP's loader copies each whole local table into page-locked memory."""
+    for x in results:
+        assert x["locked_peak"] >= x["largest_local_table"], r.describe()
+    assert not r.stats, r.describe()
+
+
+def splits_and_locks_nothing(r, results):
+    """The library split each rank's large copies (its stats line at exit) and nothing at or above
+    the threshold was page-locked."""
+    for x in results:
+        assert x["locked_peak"] < THRESHOLD, r.describe()
+    assert len(r.stats) == 2 and all(s[0] >= 1 for s in r.stats), r.describe()
+
+
+def from_the_pages(r, results):
+    """Every table saved and loaded through its pages: no table-sized host memory, nothing locked."""
+    for x in results:
+        if x["save_views"] is not None:
+            assert x["save_views"] >= len(x["tables"]) and x["load_views"] >= len(x["tables"]), r.describe()
+        assert x["locked_peak"] < THRESHOLD and x["peak_extra_bytes"] < x["largest_local_table"], r.describe()
+
+
+# One row per mode: the library preloaded or not, what the mode must show beyond bitwise equality,
+# and (needs) a precondition with the reason to expect failure without it.
+MODES = {
+    "stock": dict(lib=False, check=pins_whole_tables),
+    "preload": dict(lib=True, check=splits_and_locks_nothing),
+    "planner": dict(lib=False, check=from_the_pages),
+    "auto": dict(lib=True, check=from_the_pages,
+                 needs=(_auto_available, "the uvmchunk package in this venv has no torch.backends entry point "
+                                         "(the automatic DCP views are not in this tree)")),
+}
+
+
+@pytest.fixture(autouse=True)
+def torchrec_installed():
+    _torchrec_or_skip()
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_save_load(mode, tmp_path):
     row = MODES[mode]
     needs = row.get("needs")
     if needs and not needs[0]():
@@ -91,39 +122,4 @@ def run_mode(mode, tmp_path):
         assert all(a == [3, -1, [0]] for a in x["advice"].values()), (x["advice"], r.describe())
         assert x["largest_local_table"] > THRESHOLD, r.describe()
         assert x["kernels_skipped"] > 0, r.describe()
-    return r, results
-
-
-@pytest.fixture(autouse=True)
-def torchrec_installed():
-    _torchrec_or_skip()
-
-
-def test_stock_pins_whole_tables(tmp_path):
-    """The report's mechanism: DCP's loader copies each whole local table into page-locked memory."""
-    r, results = run_mode("stock", tmp_path)
-    for x in results:
-        assert x["locked_peak"] >= x["largest_local_table"], r.describe()
-    assert not r.stats, r.describe()
-
-
-def test_preload_splits_and_locks_nothing(tmp_path):
-    r, results = run_mode("preload", tmp_path)
-    for x in results:
-        assert x["locked_peak"] < THRESHOLD, r.describe()
-    # each rank's process split its large table copies (the stats line at exit, one per rank)
-    assert len(r.stats) == 2 and all(s[0] >= 1 for s in r.stats), r.describe()
-
-
-def test_planner_writes_from_the_pages(tmp_path):
-    r, results = run_mode("planner", tmp_path)
-    for x in results:
-        n_tables = len(x["tables"])
-        assert x["save_views"] >= n_tables and x["load_views"] >= n_tables, r.describe()
-        assert x["locked_peak"] < THRESHOLD and x["peak_extra_bytes"] < x["largest_local_table"], r.describe()
-
-
-def test_auto_no_code_change(tmp_path):
-    r, results = run_mode("auto", tmp_path)
-    for x in results:
-        assert x["locked_peak"] < THRESHOLD and x["peak_extra_bytes"] < x["largest_local_table"], r.describe()
+    row["check"](r, results)
