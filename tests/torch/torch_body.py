@@ -284,13 +284,19 @@ def body_dcp3(a):
     _clear_hwm()
     rss0 = _status_kib("VmRSS")
     if a.mode == "async":
-        from torch.distributed.checkpoint.staging import DefaultStager, StagingOptions
-        stager = DefaultStager(StagingOptions(use_pinned_memory=True, use_shared_memory=False,
-                                              use_async_staging=False, use_non_blocking_copy=True))
-        resp = dcp.async_save(state, checkpoint_id=a.dir, async_stager=stager)
-        fut = getattr(resp, "upload_completion", resp)
-        fut.result()
-        stager.close()
+        try:
+            from torch.distributed.checkpoint.staging import DefaultStager, StagingOptions
+        except ImportError:  # torch 2.8: the writer is the stager, pinned when it keeps its staged copy
+            from torch.distributed.checkpoint import FileSystemWriter
+            writer = FileSystemWriter(a.dir, cache_staged_state_dict=True)
+            dcp.async_save(state, storage_writer=writer).result()
+        else:
+            stager = DefaultStager(StagingOptions(use_pinned_memory=True, use_shared_memory=False,
+                                                  use_async_staging=False, use_non_blocking_copy=True))
+            resp = dcp.async_save(state, checkpoint_id=a.dir, async_stager=stager)
+            fut = getattr(resp, "upload_completion", resp)
+            fut.result()
+            stager.close()
     else:
         dcp.save(state, checkpoint_id=a.dir)
     peak_kib = _status_kib("VmHWM") - rss0
