@@ -42,8 +42,10 @@ uvmc_build() {
 # pins no torch, so every set is installed under a constraints file that pins all three):
 #   2.11.0  CUDA 13  fbgemm-gpu 1.6.0  torchrec 1.6.1   UVMC_TORCH_VERSION, in $UVMC_VENV (.venv)
 #   2.8.0   CUDA 12  fbgemm-gpu 1.3.0  torchrec 1.3.0   the report's version (CUDA 12.8 wheels)
-#   2.14.1  CUDA 13  fbgemm-gpu 1.9.0  torchrec 1.9.2   the newest pair
-#   2.15.0  CUDA 13  none: no fbgemm-gpu release for it yet
+#   2.14.1  CUDA 13  fbgemm-gpu 1.9.0  torchrec 1.9.2   the newest pair: its TorchRec suite only
+#   2.15.0  CUDA 13  none: no fbgemm-gpu release for it yet; every other PyTorch suite
+# (tools/test.sh runs the CTest label the last column names: torch, every PyTorch suite; torchrec,
+# the TorchRec suite alone: the newest release already runs the others, and CI time is bounded.)
 # The versions after the first are UVMC_TORCH_VERSIONS (default "2.8.0 2.14.1 2.15.0"; the older
 # UVMC_TORCH_VERSION2, when set, replaces the list: UVMC_TORCH_VERSION2= runs only the first), each
 # in .venv-torch<VERSION>. Wheels are downloaded once into $UVMC_WHEEL_CACHE (default
@@ -61,14 +63,15 @@ UVMC_WHEEL_CACHE=${UVMC_WHEEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/uvmchunk/wh
 UVMC_PYTHON=${UVMC_PYTHON:-}
 UVMC_PYTHONS=${UVMC_PYTHONS:-}
 
-# uvmc_torch_set VERSION: "CUDA_MAJOR FBGEMM TORCHREC" ("-" where there is no pair or no knowledge)
+# uvmc_torch_set VERSION: "CUDA_MAJOR FBGEMM TORCHREC LABEL" ("-" where there is no pair or no
+# knowledge; LABEL: the CTest label of the suites run with it)
 uvmc_torch_set() {
     case $1 in
-        2.8.0) echo "12 1.3.0 1.3.0" ;;
-        2.11.0) echo "13 1.6.0 1.6.1" ;;
-        2.14.1) echo "13 1.9.0 1.9.2" ;;
-        2.15.0) echo "13 - -" ;;
-        *) echo "- - -" ;;
+        2.8.0) echo "12 1.3.0 1.3.0 torch" ;;
+        2.11.0) echo "13 1.6.0 1.6.1 torch" ;;
+        2.14.1) echo "13 1.9.0 1.9.2 torchrec" ;;
+        2.15.0) echo "13 - - torch" ;;
+        *) echo "- - - torch" ;;
     esac
 }
 # Why a version has no TorchRec tests (read by tests/torch through UVMC_NO_TORCHREC_REASON).
@@ -85,7 +88,7 @@ uvmc_venv_for() { # VERSION
 uvmc_torch_ready() { # VENV VERSION: torch (a CUDA build), pytest and the pair, at the versions pinned
     local set fb rec
     set=$(uvmc_torch_set "$2")
-    read -r _ fb rec <<<"$set"
+    read -r _ fb rec _ <<<"$set"
     [ -x "$1/bin/python" ] && "$1/bin/python" -c "
 import sys, importlib.metadata as md, pytest, torch
 want = {'torchrec': '$rec', 'fbgemm-gpu': '$fb'}
@@ -101,7 +104,7 @@ sys.exit(torch.__version__.split('+')[0] != '$2' or not torch.version.cuda
 uvmc_install_python_try() { # VENV VERSION
     local set fb rec pkgs constraints
     set=$(uvmc_torch_set "$2")
-    read -r _ fb rec <<<"$set"
+    read -r _ fb rec _ <<<"$set"
     pkgs=("torch==$2" pytest numpy)
     if [ "$fb" != - ]; then pkgs+=("fbgemm-gpu==$fb" "torchrec==$rec"); fi
     if ! python3 -c 'import venv, ensurepip' 2>/dev/null; then

@@ -13,10 +13,15 @@ uvmc_package_everywhere
 echo "uvmchunk: set-up and build took $((SECONDS - started)) s"
 cd "$UVMC_BUILD"
 torch_env() { # VERSION: what the torch suites need to know about that version's set
-    local reason=""
-    read -r _ fb _ <<<"$(uvmc_torch_set "$1")"
+    local reason="" fb
+    read -r _ fb _ _ <<<"$(uvmc_torch_set "$1")"
     [ "$fb" != - ] || reason=$(uvmc_no_torchrec_reason "$1")
     echo "UVMC_NO_TORCHREC_REASON=$reason"
+}
+torch_label() { # VERSION: the CTest label of the suites that set runs (tools/setup.sh's table)
+    local label
+    read -r _ _ _ label <<<"$(uvmc_torch_set "$1")"
+    echo "$label"
 }
 # Every suite on the strict simulator (the harshest documented reading of the driver), then the core
 # suites once more on the lenient one, so a library that only works on either is caught.
@@ -27,7 +32,8 @@ echo "uvmchunk: the core suites again on the lenient simulator (UVMSIM_PROFILE=l
 UVMSIM_PROFILE=lenient ctest --output-on-failure -j 2 -L core "$@"
 for e in $UVMC_PYTHONS; do
     t0=$SECONDS
-    echo "uvmchunk: the PyTorch suites again with PyTorch ${e%%=*} (${e#*=})"
-    env "$(torch_env "${e%%=*}")" UVMC_TORCH_PYTHON="${e#*=}" ctest --output-on-failure -j 2 -L torch "$@"
-    echo "uvmchunk: the PyTorch suites with PyTorch ${e%%=*} took $((SECONDS - t0)) s"
+    label=$(torch_label "${e%%=*}")
+    echo "uvmchunk: the suites labelled $label again with PyTorch ${e%%=*} (${e#*=})"
+    env "$(torch_env "${e%%=*}")" UVMC_TORCH_PYTHON="${e#*=}" ctest --output-on-failure -j 2 -L "$label" "$@"
+    echo "uvmchunk: the suites labelled $label with PyTorch ${e%%=*} took $((SECONDS - t0)) s"
 done
