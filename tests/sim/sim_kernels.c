@@ -106,30 +106,39 @@ static int allowed(const struct kname *k) {
     return 0;
 }
 
-/* The record of a kernel name, made on first sight (under g_kmu). */
-static struct kname *kname_locked(const char *mangled) {
+/* The record of a kernel name, made on first sight. Demangling (which may dlopen the C++ runtime
+ * the first time) runs outside g_kmu; a racing thread's record wins. */
+static struct kname *kname_get(const char *mangled) {
     struct kname *k;
+    pthread_mutex_lock(&g_kmu);
     HASH_FIND_STR(g_names, mangled, k);
+    pthread_mutex_unlock(&g_kmu);
     if (k) return k;
-    k = calloc(1, sizeof *k);
-    if (!k) return NULL;
-    k->mangled = strdup(mangled);
-    k->shown = demangle(mangled);
-    if (!k->mangled || !k->shown) { free(k->mangled); free(k->shown); free(k); return NULL; }
-    k->allowed = allowed(k);
-    k->fill_esize = fill_esize(k->shown);
-    HASH_ADD_KEYPTR(hh, g_names, k->mangled, strlen(k->mangled), k);
-    return k;
+    struct kname *n = calloc(1, sizeof *n);
+    if (!n) return NULL;
+    n->mangled = strdup(mangled);
+    n->shown = demangle(mangled);
+    if (!n->mangled || !n->shown) { free(n->mangled); free(n->shown); free(n); return NULL; }
+    n->allowed = allowed(n);
+    n->fill_esize = fill_esize(n->shown);
+    pthread_mutex_lock(&g_kmu);
+    HASH_FIND_STR(g_names, mangled, k);
+    if (!k) HASH_ADD_KEYPTR(hh, g_names, n->mangled, strlen(n->mangled), n);
+    pthread_mutex_unlock(&g_kmu);
+    if (k) { free(n->mangled); free(n->shown); free(n); return k; }
+    return n;
 }
 
 void uvmsim_kernel_name(const void *handle, const char *mangled) {
     if (!handle || !mangled) return;
+    struct kname *k = kname_get(mangled);
+    if (!k) return;
     pthread_mutex_lock(&g_kmu);
     struct khandle *h;
     HASH_FIND_PTR(g_handles, &handle, h);
     if (!h && (h = calloc(1, sizeof *h))) {
         h->handle = handle;
-        h->k = kname_locked(mangled);
+        h->k = k;
         HASH_ADD_PTR(g_handles, handle, h);
     }
     pthread_mutex_unlock(&g_kmu);
@@ -145,14 +154,12 @@ static const char *shown_more(const char *s) { return strlen(s) > SHOWN_MAX ? ".
  * work before it and a capturing stream records a node. */
 unsigned uvmsim_kernel_launch(const char *entry, const void *handle, const char *mangled, void **args, CUstream h, int ptds) {
     NEED_CTX();
+    struct kname *k = mangled ? kname_get(mangled) : NULL;
     pthread_mutex_lock(&g_kmu);
-    struct kname *k = NULL;
     if (!mangled) {
         struct khandle *kh;
         HASH_FIND_PTR(g_handles, &handle, kh);
         if (kh) k = kh->k;
-    } else {
-        k = kname_locked(mangled);
     }
     int ok = k && k->allowed, fill = ok ? k->fill_esize : 0;
     if (!ok && (k ? !k->said : !g_unknown_said)) {
