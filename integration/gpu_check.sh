@@ -10,6 +10,8 @@
 #      with the library
 #   4. integration/run.sh (the tables for RESULTS.md), then the confirmations from its logs:
 #      counters show split copies during dcp.save, LD_PRELOAD reached both workers
+#   4c. integration/torchrec.sh (the TorchRec job, 150 s of the budget) where TorchRec and FBGEMM are
+#      installed; otherwise it says so and skips
 #   5. the PyTorch bodies of tests/torch that make sense on a real GPU, under the library (a failing
 #      one is rerun without the library to tell whose failure it is)
 #   6. the CTest suites (simulated runtime; a check of the build on that machine)
@@ -46,6 +48,7 @@ finish() {
     step "summary"
     if [ -n "${OUT:-}" ] && [ -d "${OUT:-}" ]; then
         cp -r "$build/integration-run" "$OUT/" 2>/dev/null
+        cp "$build/torchrec-run/table.txt" "$OUT/torchrec-table.txt" 2>/dev/null
         cp "$log" "$OUT/gpu_check.log" 2>/dev/null
     fi
     if ((${#failed[@]})); then
@@ -146,11 +149,13 @@ for mode in plain uvmchunk; do
 done
 [ -n "${OUT:-}" ] && [ -d "${OUT:-}" ] && cp "$build"/probe-*.md "$OUT/" 2>/dev/null
 
-# ---- 4. the runner
+# ---- 4. the runner (leaving 150 s for step 4c when TorchRec and FBGEMM are installed here)
 step "4. integration/run.sh${sim:+ (dry run: simulated)}"
 run_out=$build/integration-run
 rm -rf "$run_out"
-run_budget=$(( $(left) - 60 ))
+trec_budget=0
+"$py" -c 'import importlib.metadata as m; m.version("torchrec"); m.version("fbgemm-gpu")' 2>/dev/null && trec_budget=150
+run_budget=$(( $(left) - 60 - trec_budget ))
 [ "$run_budget" -gt 300 ] && run_budget=300
 if ! limit "$run_budget" env UVMC_BUILD="$build" UVMC_INTEGRATION_OUT="$run_out" \
         UVMC_INTEGRATION_DEADLINE=$((run_budget - 15)) UVMC_INTEGRATION_BACKEND="${sim:+sim}" \
@@ -182,6 +187,21 @@ if [ "$ranks" -gt 0 ] && [ "$found_preload" -eq "$ranks" ]; then
     echo "CONFIRMED: LD_PRELOAD reached both workers (libuvmchunk.so mapped in $found_preload of $ranks rank runs)"
 else
     fail "LD_PRELOAD: libuvmchunk.so mapped in $found_preload of $ranks rank runs"
+fi
+
+# ---- 4c. the TorchRec job (integration/torchrec.sh): FBGEMM's own managed tables, training steps
+# between two saves, each mode; only where TorchRec and FBGEMM are installed (no network here)
+step "4c. integration/torchrec.sh${sim:+ (dry run: simulated)}"
+rm -rf "$build/torchrec-run"
+if [ "$trec_budget" -gt 0 ]; then
+    if ! limit "$trec_budget" env UVMC_BUILD="$build" UVMC_PYTHON="$py" UVMC_TORCHREC_OUT="$build/torchrec-run" \
+            UVMC_TORCHREC_DEADLINE=$((trec_budget - 10)) UVMC_INTEGRATION_BACKEND="${sim:+sim}" \
+            bash "$top/integration/torchrec.sh"; then
+        fail "integration/torchrec.sh"
+    fi
+else
+    echo "SKIP: TorchRec and FBGEMM are not installed for $py (this machine has no network and their wheels"
+    echo "      are too large to carry over): the TorchRec job (integration/torchrec.sh) was not run"
 fi
 
 # ---- 5. PyTorch bodies of tests/torch on the real runtime
@@ -247,6 +267,10 @@ step "for integration/RESULTS.md"
 echo "date: $(date -u +%Y-%m-%d); GPU: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader -i 0 2>/dev/null || echo none)"
 echo "PyTorch: $("$py" -c 'import torch; print(torch.__version__)'); tables: $run_out/tables.txt"
 cat "$run_out/tables.txt" 2>/dev/null
+if [ -f "$build/torchrec-run/table.txt" ]; then
+    echo "TorchRec job ($("$py" -c 'import importlib.metadata as m; print("fbgemm-gpu", m.version("fbgemm-gpu"), "torchrec", m.version("torchrec"))')):"
+    cat "$build/torchrec-run/table.txt"
+fi
 for mode in plain uvmchunk; do
     echo "probe ($mode):"
     cat "$build/probe-$mode.md" 2>/dev/null

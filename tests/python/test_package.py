@@ -147,13 +147,18 @@ def test_help_and_version_everywhere():
 
 def test_wheel_installs_into_a_fresh_venv(tmp_path, monkeypatch):
     monkeypatch.delenv("UVMCHUNK_LIB")
-    wheels = tmp_path / "wheels"
-    r = run([sys.executable, "-m", "pip", "wheel", "--quiet", "--disable-pip-version-check", str(TOP), "-w", str(wheels)],
-            cwd=tmp_path)
-    if r.returncode != 0 and "No matching distribution" in r.stderr:
-        pytest.skip("scikit-build-core cannot be had from the package index here")
-    assert r.returncode == 0, r.stderr[-3000:]
-    built = next(wheels.glob("uvmchunk-*.whl"))
+    # tools/test.sh builds this tree's wheel once (UVMC_PACKAGE_WHEEL) for every venv; else build one
+    built = os.environ.get("UVMC_PACKAGE_WHEEL")
+    if built and os.path.isfile(built):
+        built = Path(built)
+    else:
+        wheels = tmp_path / "wheels"
+        r = run([sys.executable, "-m", "pip", "wheel", "--quiet", "--disable-pip-version-check", str(TOP), "-w",
+                 str(wheels)], cwd=tmp_path)
+        if r.returncode != 0 and "No matching distribution" in r.stderr:
+            pytest.skip("scikit-build-core cannot be had from the package index here")
+        assert r.returncode == 0, r.stderr[-3000:]
+        built = next(wheels.glob("uvmchunk-*.whl"))
     env_dir = tmp_path / "venv"
     # system site packages: PyTorch, when this Python has it, for uvmchunk.dcp; nothing of ours
     venv.create(env_dir, with_pip=True, system_site_packages=True)
@@ -184,6 +189,12 @@ def test_wheel_installs_into_a_fresh_venv(tmp_path, monkeypatch):
     assert f"uvmchunk {uvmchunk.__version__}" in r.stdout and installed in r.stdout
     assert "engine=copy" in r.stdout  # the environment override, read by the library's own parser
     has_torch = run([str(py), "-c", "import torch"]).returncode == 0
+    # whether dcp.save / dcp.load take the automatic views in that Python, and why not
+    said = "zero-copy DCP views with no code change: "
+    assert said + "not active" in r.stdout and "libuvmchunk.so is not loaded" in r.stdout, r.stdout
+    r = run([str(run_bin), "--", str(py), "-m", "uvmchunk"])
+    assert r.returncode == 0, r.stderr
+    assert (said + "active" if has_torch else "PyTorch is not installed in this Python") in r.stdout, r.stdout
     if has_torch:  # the planners import from the installed package
         r = run([str(py), "-c", "import uvmchunk.dcp as d, torch.distributed.checkpoint.default_planner as p; "
                  "assert issubclass(d.ZeroCopySavePlanner, p.DefaultSavePlanner); print(d.__file__)"])

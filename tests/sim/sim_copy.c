@@ -112,7 +112,7 @@ static CUresult do_copy2d(const CUDA_MEMCPY2D *c, CUstream h, int ptds, int sync
     return r;
 }
 
-static CUresult do_memset(CUdeviceptr d, unsigned v, int esize, size_t n, CUstream h, int ptds, int sync_call) {
+static CUresult do_memset(CUdeviceptr d, uint64_t v, int esize, size_t n, CUstream h, int ptds, int sync_call) {
     NEED_CTX();
     if (n && !d) return CUDA_ERROR_INVALID_VALUE;
     if (sync_call) { CUresult g = sim_unsafe_guard(); if (g) return g; }
@@ -132,6 +132,12 @@ static CUresult do_memset(CUdeviceptr d, unsigned v, int esize, size_t n, CUstre
     r = sim_submit_locked(s, o, sync_call, NULL);
     pthread_mutex_unlock(&sim_mu);
     return r;
+}
+
+/* A fill kernel's effect (sim_kernels.c): an asynchronous memset of esize-byte elements. */
+CUresult sim_fill(CUdeviceptr d, uint64_t v, int esize, size_t n, CUstream h, int ptds) {
+    if (esize != 1 && esize != 2 && esize != 4 && esize != 8) return CUDA_ERROR_INVALID_VALUE;
+    return do_memset(d, v, esize, n, h, ptds, 0);
 }
 
 /* Exported copy entry points: every real name, each counted under its own name. */

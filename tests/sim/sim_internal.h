@@ -14,6 +14,11 @@
 #include "uvmsim.h"
 unsigned uvmsim_hook_enter(const char *fn);
 void uvmsim_rt_register(const void *addr);
+/* Kernel launches (sim_kernels.c), called by the simulated runtimes: a launch of the kernel named
+ * `mangled` (NULL when unknown) on stream h, through the runtime entry point `entry`; the name of a
+ * handle the runtime handed out (so a driver launch of it can be named). */
+unsigned uvmsim_kernel_launch(const char *entry, const void *handle, const char *mangled, void **args, CUstream h, int ptds);
+void uvmsim_kernel_name(const void *handle, const char *mangled);
 #pragma GCC visibility pop
 
 #include <uthash.h>
@@ -74,7 +79,7 @@ struct op {
     size_t n;          /* bytes (copy), elements (memset) */
     void *staging;
     size_t dpitch, spitch, width, height;
-    unsigned value;
+    uint64_t value;    /* memset: the element's bit pattern (esize 1, 2, 4 or 8 bytes) */
     int esize;
     CUhostFn fn;
     void *ud;
@@ -161,6 +166,19 @@ void sim_res_op_end_locked(struct op *o);
 void sim_res_prefetch_locked(struct alloc *a, uintptr_t p, size_t n, int to_device);
 /* Device work queued or running anywhere changed (CMA = 0 protects managed memory meanwhile). */
 void sim_device_work_locked(int delta);
+
+/* ------------------------------------------------------------------ kernels (sim_kernels.c) */
+
+/* UVMSIM_KERNELS and UVMSIM_KERNELS_ALLOW, read once when the driver loads. */
+void sim_kernels_load(void);
+/* Launches that ran no device code (UVMSIM_KERNELS=noop), for the report and uvmsim_stat. */
+unsigned long long sim_kernels_skipped_total(void);
+void sim_kernels_report(void);
+
+/* ------------------------------------------------------------------ copies (sim_copy.c) */
+
+/* Queue a fill of n elements of esize bytes (1, 2, 4 or 8) with the bit pattern v at d on stream h. */
+CUresult sim_fill(CUdeviceptr d, uint64_t v, int esize, size_t n, CUstream h, int ptds);
 
 /* ------------------------------------------------------------------ shared state (sim_core.c) */
 

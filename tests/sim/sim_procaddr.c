@@ -73,6 +73,10 @@ static const struct proc g_procs[] = {
     R("cuGraphGetNodes", 10000, cuGraphGetNodes), R("cuGraphInstantiateWithFlags", 11040, cuGraphInstantiateWithFlags),
     R("cuGraphExecDestroy", 10000, cuGraphExecDestroy), RP("cuGraphLaunch", 10000, cuGraphLaunch, cuGraphLaunch_ptsz),
     R("cuDevicePrimaryCtxGetState", 7000, cuDevicePrimaryCtxGetState),
+    RP("cuLaunchKernel", 4000, cuLaunchKernel, cuLaunchKernel_ptsz),
+    RP("cuLaunchKernelEx", 11060, cuLaunchKernelEx, cuLaunchKernelEx_ptsz),
+    RP("cuLaunchCooperativeKernel", 9000, cuLaunchCooperativeKernel, cuLaunchCooperativeKernel_ptsz),
+    R("cuFuncGetName", 12030, cuFuncGetName),
 };
 
 static CUresult proc_lookup(const char *sym, void **pfn, int ver, cuuint64_t flags, CUdriverProcAddressQueryResult *st) {

@@ -59,6 +59,7 @@ void sim_switches_load(void)
     load_one("UVMSIM_PAGEABLE_D2H", d2h, &async);
     load_one("UVMSIM_CAPTURE_QUERIES", queries, &unsafe_queries);
     load_one("UVMSIM_REPORT", onoff, &report);
+    sim_kernels_load();
     sim_sw = (struct sim_switches){.managed_range = range, .stream_capacity = (unsigned)cap,
                                    .hostfn_per_stream = per_stream, .cma = cma, .residency = res,
                                    .pageable_d2h_async = async, .capture_queries = unsafe_queries,
@@ -77,6 +78,8 @@ unsigned long long uvmsim_stat(const char *key)
         return atomic_load(&sim_cma_violations);
     if (!strcmp(key, "sticky_error"))
         return (unsigned long long)atomic_load(&sim_sticky);
+    if (!strcmp(key, "kernels_skipped"))
+        return sim_kernels_skipped_total();
     unsigned long long v = 0;
     pthread_mutex_lock(&sim_mu);
     if (!strcmp(key, "host_functions"))
@@ -98,12 +101,13 @@ __attribute__((destructor)) static void sim_report(void)
         return;
     fprintf(stderr,
             "uvmsim: host_functions=%llu max_outstanding=%llu migrations_to_host=%llu migrations_to_device=%llu "
-            "cma_violations=%llu pinned_peak_bytes=%llu sticky_error=%llu profile=%s\n",
+            "cma_violations=%llu pinned_peak_bytes=%llu sticky_error=%llu kernels_skipped=%llu profile=%s\n",
             uvmsim_stat("host_functions"), uvmsim_stat("max_outstanding"), uvmsim_stat("migrations_to_host"),
             uvmsim_stat("migrations_to_device"), uvmsim_stat("cma_violations"), uvmsim_stat("pinned_peak_bytes"),
-            uvmsim_stat("sticky_error"),
+            uvmsim_stat("sticky_error"), uvmsim_stat("kernels_skipped"),
             sim_sw.managed_range == SIM_RANGE_EXACT && !sim_sw.stream_capacity && sim_sw.hostfn_per_stream && !sim_sw.residency &&
                     !sim_sw.pageable_d2h_async && !sim_sw.capture_queries
                 ? "lenient"
                 : "strict");
+    sim_kernels_report();
 }

@@ -5,7 +5,10 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include <uthash.h>
 
 #ifndef UVMSIM_CUDART_MAJOR
 #define UVMSIM_CUDART_MAJOR 13
@@ -15,6 +18,7 @@
 /* hide the CUDA 13 declarations; this flavour defines the CUDA 12 int-device forms */
 #define cudaMemPrefetchAsync uvmsim_hidden_decl_cudaMemPrefetchAsync
 #define cudaMemAdvise uvmsim_hidden_decl_cudaMemAdvise
+#define cudaGetDeviceProperties uvmsim_hidden_decl_cudaGetDeviceProperties
 #define RT_VERSION 12080
 #else
 #define RT_VERSION 13000
@@ -25,6 +29,11 @@
 #if UVMSIM_CUDART_MAJOR == 12
 #undef cudaMemPrefetchAsync
 #undef cudaMemAdvise
+#undef cudaGetDeviceProperties
+#include "sim_cudart12.h"
+typedef struct uvmsim_device_prop12 rt_device_prop;                      /* CUDA 12 layout */
+#define RT_POINTER_ATTRIBUTES_SIZE UVMSIM_POINTER_ATTRIBUTES12_SIZE
+cudaError_t CUDARTAPI cudaGetDeviceProperties(rt_device_prop *prop, int device);
 cudaError_t CUDARTAPI cudaMemPrefetchAsync(const void *devPtr, size_t count, int dstDevice, cudaStream_t stream);
 cudaError_t CUDARTAPI cudaMemPrefetchAsync_ptsz(const void *devPtr, size_t count, int dstDevice, cudaStream_t stream);
 cudaError_t CUDARTAPI cudaMemAdvise(const void *devPtr, size_t count, enum cudaMemoryAdvise advice, int device);
@@ -35,6 +44,8 @@ cudaError_t CUDARTAPI cudaStreamGetCaptureInfo_v2(cudaStream_t stream, enum cuda
 cudaError_t CUDARTAPI cudaStreamGetCaptureInfo_v2_ptsz(cudaStream_t stream, enum cudaStreamCaptureStatus *st, unsigned long long *id, cudaGraph_t *g, const cudaGraphNode_t **d, size_t *n);
 cudaError_t CUDARTAPI cudaStreamGetCaptureInfo_v3(cudaStream_t stream, enum cudaStreamCaptureStatus *st, unsigned long long *id, cudaGraph_t *g, const cudaGraphNode_t **d, const cudaGraphEdgeData **e, size_t *n);
 #else
+typedef struct cudaDeviceProp rt_device_prop;
+#define RT_POINTER_ATTRIBUTES_SIZE sizeof(struct cudaPointerAttributes)
 cudaError_t CUDARTAPI cudaMemPrefetchAsync_ptsz(const void *devPtr, size_t count, struct cudaMemLocation location, unsigned int flags, cudaStream_t stream);
 #endif
 /* per-thread default stream entry points (declared by the header only under CUDA_API_PER_THREAD_DEFAULT_STREAM) */
@@ -56,12 +67,16 @@ cudaError_t CUDARTAPI cudaStreamBeginCapture_ptsz(cudaStream_t stream, enum cuda
 cudaError_t CUDARTAPI cudaStreamEndCapture_ptsz(cudaStream_t stream, cudaGraph_t *pGraph);
 cudaError_t CUDARTAPI cudaStreamIsCapturing_ptsz(cudaStream_t stream, enum cudaStreamCaptureStatus *pCaptureStatus);
 cudaError_t CUDARTAPI cudaStreamGetCaptureInfo_ptsz(cudaStream_t stream, enum cudaStreamCaptureStatus *st, unsigned long long *id, cudaGraph_t *g, const cudaGraphNode_t **d, const cudaGraphEdgeData **e, size_t *n);
-cudaError_t CUDARTAPI cudaGetDeviceProperties_v2(struct cudaDeviceProp *prop, int device);
+cudaError_t CUDARTAPI cudaGetDeviceProperties_v2(rt_device_prop *prop, int device);
 cudaError_t CUDARTAPI cudaGetDriverEntryPoint_ptsz(const char *symbol, void **funcPtr, unsigned long long flags, enum cudaDriverEntryPointQueryResult *driverStatus);
 cudaError_t CUDARTAPI cudaGetDriverEntryPointByVersion_ptsz(const char *symbol, void **funcPtr, unsigned int cudaVersion, unsigned long long flags, enum cudaDriverEntryPointQueryResult *driverStatus);
 #pragma GCC visibility pop
 
 #include <cuda.h> /* driver types only; nothing of it is defined here */
+
+/* The simulated driver's launch hooks (sim_kernels.c), fetched with dlsym like uvmsim_hook_enter. */
+unsigned uvmsim_kernel_launch(const char *entry, const void *handle, const char *mangled, void **args, CUstream h, int ptds);
+void uvmsim_kernel_name(const void *handle, const char *mangled);
 
 /* ------------------------------------------------------------------ driver entry points */
 
@@ -88,6 +103,8 @@ static pf_prefetch_legacy d_prefetch_legacy, dp_prefetch_legacy;
 static pf_advise_legacy d_advise_legacy;
 
 static unsigned (*g_hook_enter)(const char *);
+static __typeof__(uvmsim_kernel_launch) *g_kernel_launch;
+static __typeof__(uvmsim_kernel_name) *g_kernel_name;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static int g_ok;
 static __thread cudaError_t tl_last;
@@ -97,8 +114,10 @@ static void rt_init(void) {
     if (!h) return;
     __typeof__(cuGetProcAddress) *gpa = (__typeof__(cuGetProcAddress) *)dlsym(h, "cuGetProcAddress_v2");
     g_hook_enter = (unsigned (*)(const char *))dlsym(h, "uvmsim_hook_enter");
+    g_kernel_launch = (__typeof__(uvmsim_kernel_launch) *)dlsym(h, "uvmsim_kernel_launch");
+    g_kernel_name = (__typeof__(uvmsim_kernel_name) *)dlsym(h, "uvmsim_kernel_name");
     void (*reg)(const void *) = (void (*)(const void *))dlsym(h, "uvmsim_rt_register");
-    if (!gpa || !g_hook_enter || !reg) return;
+    if (!gpa || !g_hook_enter || !reg || !g_kernel_launch || !g_kernel_name) return;
     reg((const void *)rt_init); /* our own driver calls are not the program's: not counted */
     const cuuint64_t L = CU_GET_PROC_ADDRESS_DEFAULT, T = CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
     struct { const char *name; int ver; cuuint64_t flags; void **slot; } f[] = {
@@ -271,36 +290,100 @@ cudaError_t CUDARTAPI cudaDeviceGetAttribute(int *v, enum cudaDeviceAttr a, int 
     if (!v) return rt_err(cudaErrorInvalidValue);
     RET(d_cuDeviceGetAttribute(v, (CUdevice_attribute)a, d));
 }
-static cudaError_t get_props(struct cudaDeviceProp *p, int d) {
+static int dev_attr(CUdevice_attribute a) {
+    int v = 0;
+    d_cuDeviceGetAttribute(&v, a, 0);
+    return v;
+}
+/* Filled from the driver's attributes, as the real runtime does, so both always agree (sim_device.c
+ * holds the values); the CUDA 12 flavour fills the CUDA 12 layout (sim_cudart12.h). */
+static cudaError_t get_props(rt_device_prop *p, int d) {
     if (!p) return rt_err(cudaErrorInvalidValue);
     if (d != 0) return rt_err(cudaErrorInvalidDevice);
     memset(p, 0, sizeof *p);
     d_cuDeviceGetName(p->name, (int)sizeof p->name, 0);
+    static const char uuid[16] = "uvmchunk-sim-gpu";
+    memcpy(p->uuid.bytes, uuid, sizeof uuid);
     size_t tot = 0;
     d_cuDeviceTotalMem(&tot, 0);
     p->totalGlobalMem = tot;
-    p->managedMemory = 1;
-    int cma = 1;
-    d_cuDeviceGetAttribute(&cma, CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS, 0);
-    p->concurrentManagedAccess = cma;
-    p->unifiedAddressing = 1;
-    p->pageableMemoryAccess = 0;
-    p->canMapHostMemory = 1;
-    p->major = 9;
-    p->minor = 0;
-    p->multiProcessorCount = 132;
-    p->warpSize = 32;
-    p->maxThreadsPerBlock = 1024;
-    p->asyncEngineCount = 2;
-    p->concurrentKernels = 1;
-    p->hostRegisterSupported = 1;
-    p->memoryPoolsSupported = 1;
-    p->pciBusID = 1;
-    p->memoryBusWidth = 5120;
+#define A(f, a) p->f = dev_attr(CU_DEVICE_ATTRIBUTE_##a)
+    A(sharedMemPerBlock, MAX_SHARED_MEMORY_PER_BLOCK); A(regsPerBlock, MAX_REGISTERS_PER_BLOCK); A(warpSize, WARP_SIZE);
+    A(memPitch, MAX_PITCH); A(maxThreadsPerBlock, MAX_THREADS_PER_BLOCK);
+    A(maxThreadsDim[0], MAX_BLOCK_DIM_X); A(maxThreadsDim[1], MAX_BLOCK_DIM_Y); A(maxThreadsDim[2], MAX_BLOCK_DIM_Z);
+    A(maxGridSize[0], MAX_GRID_DIM_X); A(maxGridSize[1], MAX_GRID_DIM_Y); A(maxGridSize[2], MAX_GRID_DIM_Z);
+    A(totalConstMem, TOTAL_CONSTANT_MEMORY); A(major, COMPUTE_CAPABILITY_MAJOR); A(minor, COMPUTE_CAPABILITY_MINOR);
+    A(textureAlignment, TEXTURE_ALIGNMENT); A(texturePitchAlignment, TEXTURE_PITCH_ALIGNMENT);
+    A(multiProcessorCount, MULTIPROCESSOR_COUNT); A(integrated, INTEGRATED); A(canMapHostMemory, CAN_MAP_HOST_MEMORY);
+    A(maxTexture1D, MAXIMUM_TEXTURE1D_WIDTH); A(maxTexture1DMipmap, MAXIMUM_TEXTURE1D_MIPMAPPED_WIDTH);
+    A(maxTexture2D[0], MAXIMUM_TEXTURE2D_WIDTH); A(maxTexture2D[1], MAXIMUM_TEXTURE2D_HEIGHT);
+    A(maxTexture2DMipmap[0], MAXIMUM_TEXTURE2D_MIPMAPPED_WIDTH); A(maxTexture2DMipmap[1], MAXIMUM_TEXTURE2D_MIPMAPPED_HEIGHT);
+    A(maxTexture2DLinear[0], MAXIMUM_TEXTURE2D_LINEAR_WIDTH); A(maxTexture2DLinear[1], MAXIMUM_TEXTURE2D_LINEAR_HEIGHT);
+    A(maxTexture2DLinear[2], MAXIMUM_TEXTURE2D_LINEAR_PITCH);
+    A(maxTexture2DGather[0], MAXIMUM_TEXTURE2D_GATHER_WIDTH); A(maxTexture2DGather[1], MAXIMUM_TEXTURE2D_GATHER_HEIGHT);
+    A(maxTexture3D[0], MAXIMUM_TEXTURE3D_WIDTH); A(maxTexture3D[1], MAXIMUM_TEXTURE3D_HEIGHT); A(maxTexture3D[2], MAXIMUM_TEXTURE3D_DEPTH);
+    A(maxTexture3DAlt[0], MAXIMUM_TEXTURE3D_WIDTH_ALTERNATE); A(maxTexture3DAlt[1], MAXIMUM_TEXTURE3D_HEIGHT_ALTERNATE);
+    A(maxTexture3DAlt[2], MAXIMUM_TEXTURE3D_DEPTH_ALTERNATE);
+    A(maxTextureCubemap, MAXIMUM_TEXTURECUBEMAP_WIDTH);
+    A(maxTexture1DLayered[0], MAXIMUM_TEXTURE1D_LAYERED_WIDTH); A(maxTexture1DLayered[1], MAXIMUM_TEXTURE1D_LAYERED_LAYERS);
+    A(maxTexture2DLayered[0], MAXIMUM_TEXTURE2D_LAYERED_WIDTH); A(maxTexture2DLayered[1], MAXIMUM_TEXTURE2D_LAYERED_HEIGHT);
+    A(maxTexture2DLayered[2], MAXIMUM_TEXTURE2D_LAYERED_LAYERS);
+    A(maxTextureCubemapLayered[0], MAXIMUM_TEXTURECUBEMAP_LAYERED_WIDTH);
+    A(maxTextureCubemapLayered[1], MAXIMUM_TEXTURECUBEMAP_LAYERED_LAYERS);
+    A(maxSurface1D, MAXIMUM_SURFACE1D_WIDTH);
+    A(maxSurface2D[0], MAXIMUM_SURFACE2D_WIDTH); A(maxSurface2D[1], MAXIMUM_SURFACE2D_HEIGHT);
+    A(maxSurface3D[0], MAXIMUM_SURFACE3D_WIDTH); A(maxSurface3D[1], MAXIMUM_SURFACE3D_HEIGHT); A(maxSurface3D[2], MAXIMUM_SURFACE3D_DEPTH);
+    A(maxSurface1DLayered[0], MAXIMUM_SURFACE1D_LAYERED_WIDTH); A(maxSurface1DLayered[1], MAXIMUM_SURFACE1D_LAYERED_LAYERS);
+    A(maxSurface2DLayered[0], MAXIMUM_SURFACE2D_LAYERED_WIDTH); A(maxSurface2DLayered[1], MAXIMUM_SURFACE2D_LAYERED_HEIGHT);
+    A(maxSurface2DLayered[2], MAXIMUM_SURFACE2D_LAYERED_LAYERS);
+    A(maxSurfaceCubemap, MAXIMUM_SURFACECUBEMAP_WIDTH);
+    A(maxSurfaceCubemapLayered[0], MAXIMUM_SURFACECUBEMAP_LAYERED_WIDTH);
+    A(maxSurfaceCubemapLayered[1], MAXIMUM_SURFACECUBEMAP_LAYERED_LAYERS);
+    A(surfaceAlignment, SURFACE_ALIGNMENT); A(concurrentKernels, CONCURRENT_KERNELS); A(ECCEnabled, ECC_ENABLED);
+    A(pciBusID, PCI_BUS_ID); A(pciDeviceID, PCI_DEVICE_ID); A(pciDomainID, PCI_DOMAIN_ID); A(tccDriver, TCC_DRIVER);
+    A(asyncEngineCount, ASYNC_ENGINE_COUNT); A(unifiedAddressing, UNIFIED_ADDRESSING);
+    A(memoryBusWidth, GLOBAL_MEMORY_BUS_WIDTH); A(l2CacheSize, L2_CACHE_SIZE);
+    A(persistingL2CacheMaxSize, MAX_PERSISTING_L2_CACHE_SIZE);
+    A(maxThreadsPerMultiProcessor, MAX_THREADS_PER_MULTIPROCESSOR);
+    A(streamPrioritiesSupported, STREAM_PRIORITIES_SUPPORTED);
+    A(globalL1CacheSupported, GLOBAL_L1_CACHE_SUPPORTED); A(localL1CacheSupported, LOCAL_L1_CACHE_SUPPORTED);
+    A(sharedMemPerMultiprocessor, MAX_SHARED_MEMORY_PER_MULTIPROCESSOR);
+    A(regsPerMultiprocessor, MAX_REGISTERS_PER_MULTIPROCESSOR); A(managedMemory, MANAGED_MEMORY);
+    A(isMultiGpuBoard, MULTI_GPU_BOARD); A(multiGpuBoardGroupID, MULTI_GPU_BOARD_GROUP_ID);
+    A(hostNativeAtomicSupported, HOST_NATIVE_ATOMIC_SUPPORTED); A(pageableMemoryAccess, PAGEABLE_MEMORY_ACCESS);
+    A(concurrentManagedAccess, CONCURRENT_MANAGED_ACCESS); A(computePreemptionSupported, COMPUTE_PREEMPTION_SUPPORTED);
+    A(canUseHostPointerForRegisteredMem, CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM);
+    A(cooperativeLaunch, COOPERATIVE_LAUNCH); A(sharedMemPerBlockOptin, MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
+    A(pageableMemoryAccessUsesHostPageTables, PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES);
+    A(directManagedMemAccessFromHost, DIRECT_MANAGED_MEM_ACCESS_FROM_HOST);
+    A(maxBlocksPerMultiProcessor, MAX_BLOCKS_PER_MULTIPROCESSOR);
+    A(accessPolicyMaxWindowSize, MAX_ACCESS_POLICY_WINDOW_SIZE);
+    A(reservedSharedMemPerBlock, RESERVED_SHARED_MEMORY_PER_BLOCK); A(hostRegisterSupported, HOST_REGISTER_SUPPORTED);
+    A(sparseCudaArraySupported, SPARSE_CUDA_ARRAY_SUPPORTED);
+    A(hostRegisterReadOnlySupported, READ_ONLY_HOST_REGISTER_SUPPORTED);
+    A(timelineSemaphoreInteropSupported, TIMELINE_SEMAPHORE_INTEROP_SUPPORTED);
+    A(memoryPoolsSupported, MEMORY_POOLS_SUPPORTED); A(gpuDirectRDMASupported, GPU_DIRECT_RDMA_SUPPORTED);
+    A(gpuDirectRDMAFlushWritesOptions, GPU_DIRECT_RDMA_FLUSH_WRITES_OPTIONS);
+    A(gpuDirectRDMAWritesOrdering, GPU_DIRECT_RDMA_WRITES_ORDERING);
+    A(memoryPoolSupportedHandleTypes, MEMPOOL_SUPPORTED_HANDLE_TYPES);
+    A(deferredMappingCudaArraySupported, DEFERRED_MAPPING_CUDA_ARRAY_SUPPORTED);
+    A(ipcEventSupported, IPC_EVENT_SUPPORTED); A(clusterLaunch, CLUSTER_LAUNCH);
+    A(unifiedFunctionPointers, UNIFIED_FUNCTION_POINTERS);
+#if UVMSIM_CUDART_MAJOR == 12 /* fields CUDA 13 dropped */
+    A(clockRate, CLOCK_RATE); A(deviceOverlap, GPU_OVERLAP); A(kernelExecTimeoutEnabled, KERNEL_EXEC_TIMEOUT);
+    A(computeMode, COMPUTE_MODE); A(maxTexture1DLinear, MAXIMUM_TEXTURE1D_LINEAR_WIDTH);
+    A(memoryClockRate, MEMORY_CLOCK_RATE); A(singleToDoublePrecisionPerfRatio, SINGLE_TO_DOUBLE_PRECISION_PERF_RATIO);
+    A(cooperativeMultiDeviceLaunch, COOPERATIVE_MULTI_DEVICE_LAUNCH);
+#else /* fields CUDA 13 added */
+    A(deviceNumaConfig, NUMA_CONFIG); A(deviceNumaId, NUMA_ID); A(mpsEnabled, MPS_ENABLED); A(hostNumaId, HOST_NUMA_ID);
+    A(gpuPciDeviceID, GPU_PCI_DEVICE_ID); A(gpuPciSubsystemID, GPU_PCI_SUBSYSTEM_ID);
+    A(hostNumaMultinodeIpcSupported, HOST_NUMA_MULTINODE_IPC_SUPPORTED);
+#endif
+#undef A
     return cudaSuccess;
 }
-cudaError_t CUDARTAPI cudaGetDeviceProperties(struct cudaDeviceProp *p, int d) { BEGIN("cudaGetDeviceProperties"); return get_props(p, d); }
-cudaError_t CUDARTAPI cudaGetDeviceProperties_v2(struct cudaDeviceProp *p, int d) { BEGIN("cudaGetDeviceProperties_v2"); return get_props(p, d); }
+cudaError_t CUDARTAPI cudaGetDeviceProperties(rt_device_prop *p, int d) { BEGIN("cudaGetDeviceProperties"); return get_props(p, d); }
+cudaError_t CUDARTAPI cudaGetDeviceProperties_v2(rt_device_prop *p, int d) { BEGIN("cudaGetDeviceProperties_v2"); return get_props(p, d); }
 cudaError_t CUDARTAPI cudaMemGetInfo(size_t *f, size_t *t) { BEGIN("cudaMemGetInfo"); RET(d_cuMemGetInfo(f, t)); }
 
 /* ------------------------------------------------------------------ memory */
@@ -370,7 +453,7 @@ cudaError_t CUDARTAPI cudaPointerGetAttributes(struct cudaPointerAttributes *a, 
     void *data[5] = { &mt, &managed, &ord, &dp, &hp };
     CUresult r = d_cuPointerGetAttributes(5, at, data, DP(p));
     if (r) RET(r);
-    memset(a, 0, sizeof *a);
+    memset(a, 0, RT_POINTER_ATTRIBUTES_SIZE); /* the caller's struct: 24 bytes in CUDA 12, 88 in 13 */
     a->type = managed ? cudaMemoryTypeManaged : mt == CU_MEMORYTYPE_DEVICE ? cudaMemoryTypeDevice
               : mt == CU_MEMORYTYPE_HOST ? cudaMemoryTypeHost : cudaMemoryTypeUnregistered;
     a->device = ord;
@@ -590,14 +673,41 @@ cudaError_t CUDARTAPI cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t *config,
 cudaError_t CUDARTAPI cudaLaunchCooperativeKernel_ptsz(const void *func, dim3 g, dim3 b, void **args, size_t shm, cudaStream_t s);
 #pragma GCC visibility pop
 
-/* Fat binaries: registration always "succeeds"; nothing is kept (there is no device code to run). */
+/* Fat binaries: registration always "succeeds"; no device code is kept (none can run), only each
+ * kernel's name by its host stub, so a launch can say which kernel it was (sim_kernels.c). Programs
+ * register their kernels from static constructors, before any runtime call: the table is the
+ * runtime's own, like the real one's. */
+struct kfun { const void *host; const char *name; UT_hash_handle hh; };
+static struct kfun *g_kfuns;
+static pthread_mutex_t g_kfun_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static const char *kernel_name(const void *host) {
+    struct kfun *k;
+    pthread_mutex_lock(&g_kfun_mu);
+    HASH_FIND_PTR(g_kfuns, &host, k);
+    pthread_mutex_unlock(&g_kfun_mu);
+    return k ? k->name : NULL;
+}
+
 static char g_fatbin_handle;
 void **CUDARTAPI __cudaRegisterFatBinary(void *fatCubin) { (void)fatCubin; return (void **)&g_fatbin_handle; }
 void CUDARTAPI __cudaRegisterFatBinaryEnd(void **h) { (void)h; }
 void CUDARTAPI __cudaUnregisterFatBinary(void **h) { (void)h; }
 void CUDARTAPI __cudaRegisterFunction(void **h, const char *hostFun, char *deviceFun, const char *deviceName, int tl,
                                       uint3 *tid, uint3 *bid, dim3 *bDim, dim3 *gDim, int *wSize) {
-    (void)h; (void)hostFun; (void)deviceFun; (void)deviceName; (void)tl; (void)tid; (void)bid; (void)bDim; (void)gDim; (void)wSize;
+    (void)h; (void)tl; (void)tid; (void)bid; (void)bDim; (void)gDim; (void)wSize;
+    const char *name = deviceName ? deviceName : deviceFun; /* the mangled name, in the caller's rodata */
+    if (!hostFun || !name) return;
+    const void *key = hostFun;
+    pthread_mutex_lock(&g_kfun_mu);
+    struct kfun *k;
+    HASH_FIND_PTR(g_kfuns, &key, k);
+    if (!k && (k = malloc(sizeof *k))) {
+        k->host = key;
+        HASH_ADD_PTR(g_kfuns, host, k);
+    }
+    if (k) k->name = name;
+    pthread_mutex_unlock(&g_kfun_mu);
 }
 void CUDARTAPI __cudaRegisterVar(void **h, char *hostVar, char *deviceAddress, const char *deviceName, int ext,
                                  size_t size, int constant, int global) {
@@ -611,7 +721,7 @@ void CUDARTAPI __cudaRegisterHostVar(void **h, const char *deviceName, void *hos
 void CUDARTAPI __cudaRegisterUnifiedTable(void *table) { (void)table; }
 char CUDARTAPI __cudaInitModule(void **h) { (void)h; return 1; }
 
-/* <<<...>>> compiles to push + pop + cudaLaunchKernel: keep the configuration per thread. */
+/* <<<...>>> compiles to push + pop + a launch: keep the configuration per thread. */
 static __thread struct { dim3 g, b; size_t shm; void *s; } tl_cfg;
 unsigned CUDARTAPI __cudaPushCallConfiguration(dim3 gridDim, dim3 blockDim, size_t sharedMem, void *stream) {
     tl_cfg.g = gridDim; tl_cfg.b = blockDim; tl_cfg.shm = sharedMem; tl_cfg.s = stream;
@@ -625,45 +735,61 @@ cudaError_t CUDARTAPI __cudaPopCallConfiguration(dim3 *gridDim, dim3 *blockDim, 
     return cudaSuccess;
 }
 
-/* Kernels cannot run here: every launch fails with cudaErrorNotSupported (also the last error) and
- * says so once per entry point on stderr. */
-static atomic_int g_launch_once[8];
-static cudaError_t launch_fails(int i, const char *name) {
-    if (!atomic_exchange(&g_launch_once[i], 1))
-        fprintf(stderr, "uvmsim: kernel launch (%s) is not simulated: no device code runs here\n", name);
-    BEGIN(name);
-    return rt_err(cudaErrorNotSupported);
+/* Kernel handles: a registered kernel's handle is its host stub's address, whichever way it is
+ * asked for (CUDA 13's <<<>>> asks __cudaGetKernel once per launch site, then launches the handle
+ * with __cudaLaunchKernel; cudaGetKernel and cudaGetFuncBySymbol hand out the same), so every
+ * launch entry point names the kernel the same way. The driver learns each handle's name, for its
+ * own launch entry points. An address nobody registered is cudaErrorInvalidDeviceFunction. */
+static cudaError_t kernel_handle(void **out, const void *fn) {
+    if (!out) return rt_err(cudaErrorInvalidValue);
+    const char *name = kernel_name(fn);
+    if (!name) return rt_err(cudaErrorInvalidDeviceFunction);
+    g_kernel_name(fn, name);
+    *out = (void *)fn;
+    return cudaSuccess;
+}
+cudaError_t CUDARTAPI __cudaGetKernel(cudaKernel_t *k, const void *fn) { BEGIN("__cudaGetKernel"); return kernel_handle((void **)k, fn); }
+cudaError_t CUDARTAPI cudaGetKernel(cudaKernel_t *k, const void *fn) { BEGIN("cudaGetKernel"); return kernel_handle((void **)k, fn); }
+cudaError_t CUDARTAPI cudaGetFuncBySymbol(cudaFunction_t *f, const void *fn) { BEGIN("cudaGetFuncBySymbol"); return kernel_handle((void **)f, fn); }
+cudaError_t CUDARTAPI cudaFuncGetName(const char **name, const void *fn) {
+    BEGIN("cudaFuncGetName");
+    if (!name) return rt_err(cudaErrorInvalidValue);
+    *name = kernel_name(fn);
+    return *name ? cudaSuccess : rt_err(cudaErrorInvalidDeviceFunction);
+}
+
+/* No device code runs here. Every launch goes to the driver's policy (UVMSIM_KERNELS, sim_kernels.c):
+ * by default it fails with cudaErrorNotSupported (also the last error) after one line naming the
+ * kernel; with noop it is queued on its stream and runs nothing (a fill kernel writes its value). */
+static cudaError_t launch(const char *entry, const void *fn, void **args, cudaStream_t s, int ptds) {
+    BEGIN(entry);
+    RET(g_kernel_launch(entry, fn, kernel_name(fn), args, ST(s), ptds));
 }
 cudaError_t CUDARTAPI cudaLaunchKernel(const void *f, dim3 g, dim3 b, void **a, size_t shm, cudaStream_t s) {
-    (void)f; (void)g; (void)b; (void)a; (void)shm; (void)s; return launch_fails(0, "cudaLaunchKernel");
+    (void)g; (void)b; (void)shm; return launch("cudaLaunchKernel", f, a, s, 0);
 }
 cudaError_t CUDARTAPI cudaLaunchKernel_ptsz(const void *f, dim3 g, dim3 b, void **a, size_t shm, cudaStream_t s) {
-    (void)f; (void)g; (void)b; (void)a; (void)shm; (void)s; return launch_fails(1, "cudaLaunchKernel_ptsz");
+    (void)g; (void)b; (void)shm; return launch("cudaLaunchKernel_ptsz", f, a, s, 1);
 }
 cudaError_t CUDARTAPI __cudaLaunchKernel(const void *f, dim3 g, dim3 b, void **a, size_t shm, cudaStream_t s) {
-    (void)f; (void)g; (void)b; (void)a; (void)shm; (void)s; return launch_fails(2, "__cudaLaunchKernel");
+    (void)g; (void)b; (void)shm; return launch("__cudaLaunchKernel", f, a, s, 0);
 }
 cudaError_t CUDARTAPI __cudaLaunchKernel_ptsz(const void *f, dim3 g, dim3 b, void **a, size_t shm, cudaStream_t s) {
-    (void)f; (void)g; (void)b; (void)a; (void)shm; (void)s; return launch_fails(3, "__cudaLaunchKernel_ptsz");
+    (void)g; (void)b; (void)shm; return launch("__cudaLaunchKernel_ptsz", f, a, s, 1);
 }
 cudaError_t CUDARTAPI cudaLaunchKernelExC(const cudaLaunchConfig_t *c, const void *f, void **a) {
-    (void)c; (void)f; (void)a; return launch_fails(4, "cudaLaunchKernelExC");
+    if (!c) { BEGIN("cudaLaunchKernelExC"); return rt_err(cudaErrorInvalidValue); }
+    return launch("cudaLaunchKernelExC", f, a, c->stream, 0);
 }
 cudaError_t CUDARTAPI cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t *c, const void *f, void **a) {
-    (void)c; (void)f; (void)a; return launch_fails(5, "cudaLaunchKernelExC_ptsz");
+    if (!c) { BEGIN("cudaLaunchKernelExC_ptsz"); return rt_err(cudaErrorInvalidValue); }
+    return launch("cudaLaunchKernelExC_ptsz", f, a, c->stream, 1);
 }
 cudaError_t CUDARTAPI cudaLaunchCooperativeKernel(const void *f, dim3 g, dim3 b, void **a, size_t shm, cudaStream_t s) {
-    (void)f; (void)g; (void)b; (void)a; (void)shm; (void)s; return launch_fails(6, "cudaLaunchCooperativeKernel");
+    (void)g; (void)b; (void)shm; return launch("cudaLaunchCooperativeKernel", f, a, s, 0);
 }
 cudaError_t CUDARTAPI cudaLaunchCooperativeKernel_ptsz(const void *f, dim3 g, dim3 b, void **a, size_t shm, cudaStream_t s) {
-    (void)f; (void)g; (void)b; (void)a; (void)shm; (void)s; return launch_fails(7, "cudaLaunchCooperativeKernel_ptsz");
-}
-cudaError_t CUDARTAPI __cudaGetKernel(cudaKernel_t *k, const void *entryFuncAddr) {
-    (void)entryFuncAddr;
-    if (k) *k = NULL;
-    static atomic_int once;
-    say_once(&once, "__cudaGetKernel");
-    return rt_err(cudaErrorNotSupported);
+    (void)g; (void)b; (void)shm; return launch("cudaLaunchCooperativeKernel_ptsz", f, a, s, 1);
 }
 
 /* ------------------------------------------------------------------ page-locked host queries */

@@ -14,6 +14,7 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
+#include "sim_cudart12.h"
 #include "uvmsim.h"
 
 /* declared by the header only under CUDA_API_PER_THREAD_DEFAULT_STREAM */
@@ -90,6 +91,92 @@ static void test_context(void) {
     CHECK(strstr(prop.name, "simulated") != NULL);
     EQ(prop.managedMemory, 1);
     EQ(prop.concurrentManagedAccess, 1);
+}
+
+/* H200-like limits in the properties and the attributes alike: no zero that launch code divides by
+ * (PyTorch sizes its random kernels' grids by maxThreadsPerMultiProcessor). */
+static void test_properties(void) {
+    struct cudaDeviceProp p;
+    memset(&p, 0, sizeof p);
+    EQ(cudaGetDeviceProperties(&p, 0), cudaSuccess);
+    EQ(p.major, 9);
+    EQ(p.multiProcessorCount, 132);
+    EQ(p.maxThreadsPerMultiProcessor, 2048);
+    EQ(p.maxBlocksPerMultiProcessor, 32);
+    EQ(p.regsPerMultiprocessor, 65536);
+    EQ(p.regsPerBlock, 65536);
+    EQ(p.sharedMemPerMultiprocessor, 233472);
+    EQ(p.sharedMemPerBlock, 49152);
+    EQ(p.sharedMemPerBlockOptin, 232448);
+    EQ(p.maxThreadsDim[2], 64);
+    EQ(p.maxGridSize[0], 2147483647);
+    EQ(p.l2CacheSize, 50 << 20);
+    EQ(p.warpSize, 32);
+    const struct { enum cudaDeviceAttr a; long long v; } same[] = {
+        { cudaDevAttrMaxThreadsPerMultiProcessor, p.maxThreadsPerMultiProcessor },
+        { cudaDevAttrMaxBlocksPerMultiprocessor, p.maxBlocksPerMultiProcessor },
+        { cudaDevAttrMaxRegistersPerMultiprocessor, p.regsPerMultiprocessor },
+        { cudaDevAttrMaxRegistersPerBlock, p.regsPerBlock },
+        { cudaDevAttrMaxSharedMemoryPerMultiprocessor, (long long)p.sharedMemPerMultiprocessor },
+        { cudaDevAttrMaxSharedMemoryPerBlock, (long long)p.sharedMemPerBlock },
+        { cudaDevAttrMaxSharedMemoryPerBlockOptin, (long long)p.sharedMemPerBlockOptin },
+        { cudaDevAttrMaxBlockDimX, p.maxThreadsDim[0] }, { cudaDevAttrMaxGridDimY, p.maxGridSize[1] },
+        { cudaDevAttrMultiProcessorCount, p.multiProcessorCount }, { cudaDevAttrL2CacheSize, p.l2CacheSize },
+        { cudaDevAttrMaxThreadsPerBlock, p.maxThreadsPerBlock }, { cudaDevAttrWarpSize, p.warpSize },
+        { cudaDevAttrTotalConstantMemory, (long long)p.totalConstMem },
+    };
+    for (size_t i = 0; i < sizeof same / sizeof same[0]; i++) {
+        int v = -1;
+        EQ(cudaDeviceGetAttribute(&v, same[i].a, 0), cudaSuccess);
+        EQ(v, same[i].v);
+        CHECK(v > 0);
+    }
+    int clock = 0;
+    EQ(cuDeviceGetAttribute(&clock, CU_DEVICE_ATTRIBUTE_CLOCK_RATE, 0), CUDA_SUCCESS);
+    CHECK(clock > 0);
+    int v = 0;
+    EQ(cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MAX, 0), CUDA_ERROR_INVALID_VALUE);
+}
+
+/* libnvidia-ml.so.1 (sim_nvml.c): the calls FBGEMM's fbgemm_gpu_py.so imports, on one device without
+ * NvLink, and nothing answered before nvmlInit. */
+typedef struct { char legacy[16]; unsigned domain, bus, device, id, subsys; char busId[32]; } nvml_pci;
+static void test_nvml(void) {
+    void *h = dlopen(UVMSIM_NVML_PATH, RTLD_NOW | RTLD_LOCAL);
+    CHECK(h != NULL);
+    if (!h) return;
+    int (*init)(void) = (int (*)(void))dlsym(h, "nvmlInit_v2");
+    int (*count)(unsigned *) = (int (*)(unsigned *))dlsym(h, "nvmlDeviceGetCount_v2");
+    int (*byindex)(unsigned, void **) = (int (*)(unsigned, void **))dlsym(h, "nvmlDeviceGetHandleByIndex_v2");
+    int (*pciinfo)(void *, nvml_pci *) = (int (*)(void *, nvml_pci *))dlsym(h, "nvmlDeviceGetPciInfo_v3");
+    int (*linkstate)(void *, unsigned, int *) = (int (*)(void *, unsigned, int *))dlsym(h, "nvmlDeviceGetNvLinkState");
+    int (*remote)(void *, unsigned, nvml_pci *) = (int (*)(void *, unsigned, nvml_pci *))dlsym(h, "nvmlDeviceGetNvLinkRemotePciInfo_v2");
+    CHECK(init && count && byindex && pciinfo && linkstate && remote);
+    if (!init || !count || !byindex || !pciinfo || !linkstate || !remote) return;
+    unsigned n = 0;
+    EQ(count(&n), 1); /* NVML_ERROR_UNINITIALIZED */
+    EQ(init(), 0);
+    EQ(count(&n), 0);
+    EQ(n, 1);
+    void *dev = NULL;
+    EQ(byindex(0, &dev), 0);
+    CHECK(dev != NULL);
+    EQ(byindex(1, &dev), 2); /* NVML_ERROR_INVALID_ARGUMENT */
+    EQ(byindex(0, &dev), 0);
+    nvml_pci p;
+    memset(&p, 0xff, sizeof p);
+    EQ(pciinfo(dev, &p), 0);
+    EQ(p.domain, 0);
+    EQ(p.bus, 1); /* the PCI bus id cudaDeviceGetPCIBusId reports: 0000:01:00.0 */
+    EQ(p.device, 0);
+    CHECK(!strcmp(p.busId, "00000000:01:00.0"));
+    char rt_id[32] = "";
+    EQ(cudaDeviceGetPCIBusId(rt_id, sizeof rt_id, 0), cudaSuccess);
+    CHECK(!strcmp(rt_id, p.legacy));
+    int active = -1;
+    EQ(linkstate(dev, 0, &active), 3); /* NVML_ERROR_NOT_SUPPORTED: no NvLink */
+    EQ(remote(dev, 0, &p), 3);
+    dlclose(h);
 }
 
 /* ------------------------------------------------------------------ async copies */
@@ -636,6 +723,33 @@ static void test_cudart12(void) {
     EQ(log[0].loc_type, UVMSIM_LOC_HOST);
     EQ(uvmsim_calls("cudaMemPrefetchAsync"), 1);
     EQ(uvmsim_calls("cuMemPrefetchAsync"), 0); /* the runtime's own driver calls are not counted */
+
+    /* CUDA 12 layouts: cudaDeviceProp (1032 bytes, clockRate and friends still in it) and the
+     * 24-byte cudaPointerAttributes; nothing written past either */
+    cudaError_t (*props)(struct uvmsim_device_prop12 *, int) =
+        (cudaError_t(*)(struct uvmsim_device_prop12 *, int))dlvsym(h, "cudaGetDeviceProperties_v2", "libcudart.so.12");
+    cudaError_t (*attrs)(void *, const void *) = (cudaError_t(*)(void *, const void *))dlvsym(h, "cudaPointerGetAttributes", "libcudart.so.12");
+    CHECK(props && attrs);
+    if (props && attrs) {
+        static unsigned char buf[sizeof(struct uvmsim_device_prop12) + 64];
+        memset(buf, 0xA5, sizeof buf);
+        struct uvmsim_device_prop12 *p = (struct uvmsim_device_prop12 *)buf;
+        EQ(props(p, 0), cudaSuccess);
+        EQ(p->major, 9);
+        EQ(p->clockRate, 1980000);
+        EQ(p->memoryClockRate, 3201000);
+        EQ(p->maxThreadsPerMultiProcessor, 2048);
+        EQ(p->multiProcessorCount, 132);
+        EQ(p->cooperativeMultiDeviceLaunch, 1);
+        EQ(p->unifiedFunctionPointers, 1);
+        EQ(p->concurrentManagedAccess, 1);
+        CHECK(all_bytes(buf + sizeof *p, 0xA5, 64));
+        unsigned char pa[24 + 64];
+        memset(pa, 0xA5, sizeof pa);
+        EQ(attrs(pa, m), cudaSuccess);
+        EQ(((struct cudaPointerAttributes *)pa)->type, cudaMemoryTypeManaged);
+        CHECK(all_bytes(pa + 24, 0xA5, 64));
+    }
     EQ(cudaFree(m), cudaSuccess);
 }
 
@@ -855,6 +969,8 @@ int main(void) {
     test_faults();
     test_pointers();
     test_proc_address();
+    test_properties();
+    test_nvml();
     test_cudart12();
     test_hosting();
     test_fork();

@@ -40,7 +40,8 @@ static void run_op(struct op *o) {
     case OP_MEMSET:
         if (o->esize == 1) memset(o->dst, (int)(o->value & 0xff), o->n);
         else if (o->esize == 2) for (size_t i = 0; i < o->n; i++) ((uint16_t *)o->dst)[i] = (uint16_t)o->value;
-        else for (size_t i = 0; i < o->n; i++) ((uint32_t *)o->dst)[i] = o->value;
+        else if (o->esize == 4) for (size_t i = 0; i < o->n; i++) ((uint32_t *)o->dst)[i] = (uint32_t)o->value;
+        else for (size_t i = 0; i < o->n; i++) ((uint64_t *)o->dst)[i] = o->value;
         break;
     case OP_HOSTFN: o->fn(o->ud); break;
     default: break;

@@ -58,9 +58,15 @@ void uvmsim_set_op_delay_us(unsigned us);
 /* Fidelity counters by name (README.md, "Behaviour switches"): "host_functions" (enqueued),
  * "max_outstanding" (most ops queued or running on one stream), "migrations_to_host",
  * "migrations_to_device" (2 MiB blocks moved), "cma_violations" (CPU touches of managed memory while
- * device work ran, with UVMSIM_CMA=0), "pinned_peak_bytes", "bytes_copied", "sticky_error". Reset by
+ * device work ran, with UVMSIM_CMA=0), "pinned_peak_bytes", "bytes_copied", "sticky_error",
+ * "kernels_skipped" (not reset). Reset by
  * uvmsim_reset (which also clears a sticky error). Unknown names read 0. */
 unsigned long long uvmsim_stat(const char *key);
+
+/* Kernel launches that ran no device code under UVMSIM_KERNELS=noop (PyTorch's fill kernels, whose
+ * value was written, included), of kernels whose demangled or mangled name contains `pattern`;
+ * NULL: all of them. */
+unsigned long long uvmsim_kernels_skipped(const char *pattern);
 
 /* Where the 2 MiB block holding ptr lives: UVMSIM_LOC_HOST or UVMSIM_LOC_DEVICE; -1 when not managed. */
 int uvmsim_residency(const void *ptr);

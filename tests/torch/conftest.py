@@ -81,13 +81,30 @@ def pydev_path(hook=True):
     return _pydev[hook]
 
 
-def sim_env(with_lib, extra=None):
-    """Environment that binds PyTorch to the simulator: its libcudart.so.13 and libcuda.so.1 are
-    preloaded, so the wheel's own libcudart.so.13 (found through libtorch's RPATH) is never loaded:
-    a DT_NEEDED is satisfied by an object already loaded under the same SONAME. libuvmchunk comes
-    first so that its definitions win."""
+def cuda_major():
+    """The CUDA major version of this PyTorch's wheel (13, or 12 for torch 2.8's CUDA 12.8 wheels)."""
+    import torch
+    return int(torch.version.cuda.split(".")[0])
+
+
+def sim_runtime():
+    """(directory, file name) of the simulated libcudart that matches this PyTorch:
+    <build>/sim/libcudart.so.13, or <build>/sim12/libcudart.so.12 for a CUDA 12 wheel."""
     sim = _need("UVMC_SIM_DIR")
-    preload = [f"{sim}/libcudart.so.13", f"{sim}/libcuda.so.1"]
+    if cuda_major() == 12:
+        return os.path.join(os.path.dirname(os.path.normpath(sim)), "sim12"), "libcudart.so.12"
+    return sim, "libcudart.so.13"
+
+
+def sim_env(with_lib, extra=None):
+    """Environment that binds PyTorch to the simulator: its libcudart of the wheel's CUDA major and
+    libcuda.so.1 are preloaded, so the wheel's own libcudart (found through libtorch's RPATH) is
+    never loaded: a DT_NEEDED is satisfied by an object already loaded under the same SONAME.
+    <build>/sim also holds the NVML stand-in (libnvidia-ml.so.1). libuvmchunk comes first so that
+    its definitions win. UVMC_SIM_RT_DIR tells the bodies where the runtime is."""
+    sim = _need("UVMC_SIM_DIR")
+    rt_dir, rt = sim_runtime()
+    preload = [f"{rt_dir}/{rt}", f"{sim}/libcuda.so.1"]
     env = {k: v for k, v in os.environ.items() if not k.startswith("UVMCHUNK_")}
     if with_lib:
         preload.insert(0, _need("UVMC_LIB"))
@@ -95,7 +112,9 @@ def sim_env(with_lib, extra=None):
         env.update(extra or {})
     env["LD_PRELOAD"] = " ".join(preload)
     env["PYTHONPATH"] = pydev_path() + (":" + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    env["LD_LIBRARY_PATH"] = sim + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
+    dirs = [rt_dir] + ([sim] if rt_dir != sim else [])
+    env["LD_LIBRARY_PATH"] = ":".join(dirs + ([env["LD_LIBRARY_PATH"]] if env.get("LD_LIBRARY_PATH") else []))
+    env["UVMC_SIM_RT_DIR"] = rt_dir
     env.setdefault("OMP_NUM_THREADS", "1")
     return env
 
@@ -118,9 +137,10 @@ class Run:
         return f"exit {self.rc}\n--- stdout\n{self.out[-4000:]}\n--- stderr\n{self.err[-6000:]}"
 
 
-def run_body(body, with_lib, *args, launcher=None, timeout=240, lib_env=None, extra_env=None):
-    """lib_env: UVMCHUNK_* settings for the run with the library; extra_env: for both runs."""
-    cmd = [*(launcher or [sys.executable]), _need("UVMC_TORCH_BODY"), body, *args]
+def run_body(body, with_lib, *args, launcher=None, timeout=240, lib_env=None, extra_env=None, script=None):
+    """lib_env: UVMCHUNK_* settings for the run with the library; extra_env: for both runs; script:
+    another body file than torch_body.py (body None: no body name argument)."""
+    cmd = [*(launcher or [sys.executable]), script or _need("UVMC_TORCH_BODY"), *([body] if body else []), *args]
     _need("UVMC_MANAGED_ALLOC")
     env = sim_env(with_lib, lib_env)
     env.update(extra_env or {})

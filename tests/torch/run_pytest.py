@@ -1,6 +1,6 @@
 """CTest driver for one pytest file: exit 77 (CTest SKIP_RETURN_CODE) with a printed reason when
-PyTorch or pytest is missing or when pytest collected no test (its exit code 5); otherwise pytest's
-own exit code."""
+PyTorch or pytest is missing, when pytest collected no test (its exit code 5) or when every test
+skipped itself (the first reason is printed); otherwise pytest's own exit code."""
 import sys
 
 SKIP = 77
@@ -19,8 +19,25 @@ if not torch.version.cuda:
     print(f"SKIP: PyTorch {torch.__version__} is a CPU-only build")
     sys.exit(SKIP)
 
-rc = pytest.main(["-q", "-rs", "-p", "no:cacheprovider", *sys.argv[1:]])
+class Outcomes:
+    """Counts what the tests did, so a file whose every test skipped is reported skipped, with why."""
+
+    def __init__(self):
+        self.ran, self.skipped = 0, []
+
+    def pytest_runtest_logreport(self, report):
+        if report.skipped and not hasattr(report, "wasxfail"):
+            self.skipped.append(str(report.longrepr[-1]) if isinstance(report.longrepr, tuple) else "skipped")
+        elif report.when == "call":
+            self.ran += 1
+
+
+outcomes = Outcomes()
+rc = pytest.main(["-q", "-rsxP", "-p", "no:cacheprovider", *sys.argv[1:]], plugins=[outcomes])
 if rc == pytest.ExitCode.NO_TESTS_COLLECTED:
     print("SKIP: pytest collected no tests")
+    sys.exit(SKIP)
+if rc == pytest.ExitCode.OK and outcomes.skipped and not outcomes.ran:
+    print(f"SKIP: {outcomes.skipped[0]}")
     sys.exit(SKIP)
 sys.exit(int(rc))

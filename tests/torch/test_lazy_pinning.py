@@ -1,8 +1,9 @@
 """Lazy pinning with real PyTorch on the simulator: a large pinned tensor used as an ordinary
 staging buffer keeps every promise of pinned memory; a checkpoint of three managed tables commits
 about their own size and locks almost nothing through dcp.save (also with PyTorch's
-pinned_use_cuda_host_register option); dcp.async_save with a pinned DefaultStager locks the staged
-copy at its own size, as stock does, once DCP asks whether it is pinned."""
+pinned_use_cuda_host_register option); dcp.async_save with a pinned DefaultStager (torch 2.8, which has
+none: the FileSystemWriter staging itself into pinned memory, cache_staged_state_dict=True) locks the
+staged copy at its own size, as stock does, once DCP asks whether it is pinned."""
 import pytest
 
 from conftest import run_body

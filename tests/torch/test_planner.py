@@ -106,7 +106,7 @@ def test_views_the_planner_must_not_take(tmp_path):
     weights), take DCP's normal path; the mixin works over a planner of the older signature. The
     process also maps the wheel's own libcudart, which PyTorch never calls: the planner must ask
     the one PyTorch is bound to (the simulated one, preloaded) without being told where it is."""
-    r = run_body("planner_edges", False, "--dir", str(tmp_path), extra_env={"UVMC_SIM_DIR": ""})
+    r = run_body("planner_edges", False, "--dir", str(tmp_path), extra_env={"UVMC_SIM_DIR": "", "UVMC_SIM_RT_DIR": ""})
     res = r.result
     assert res["taken"] == {"plain": True, "conj": False, "neg": False}, r.describe()
     assert res["views"] == {"tied": 1, "legacy_mixin": 1}, r.describe()

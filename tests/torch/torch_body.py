@@ -3,7 +3,7 @@ on the simulated CUDA runtime (tests/sim). Each prints one line `RESULT <json>` 
 library's `uvmchunk: stats:` line appears on stderr at exit. Only copies and allocations are
 used: no op here launches a kernel (the simulator cannot run one).
 
-usage: python torch_body.py bind|managed|plain|capture|dcp|dcp_dist|staging|dcp3|planner [--size BYTES] [--dir DIR]
+usage: python torch_body.py bind|random|launch_env|managed|plain|capture|dcp|dcp_dist|staging|dcp3|planner [--size BYTES] [--dir DIR]
                             [--mode save|async|planner|stock]
 """
 import argparse
@@ -46,11 +46,11 @@ def sim_driver():
 
 
 def bound_cudart():
-    """The libcudart torch is bound to. On the simulator (UVMC_SIM_DIR set) the simulated
-    libcudart.so.13: torch may also map the wheel's own copy privately (nothing binds to it), and
-    /proc/self/maps lists them in address order, so pick ours by its directory, never the first one
-    found. On a GPU, the one runtime mapped."""
-    sim = os.environ.get("UVMC_SIM_DIR")
+    """The libcudart torch is bound to. On the simulator (UVMC_SIM_RT_DIR set by conftest.sim_env)
+    the simulated libcudart.so.13 or .so.12: torch may also map the wheel's own copy privately
+    (nothing binds to it), and /proc/self/maps lists them in address order, so pick ours by its
+    directory, never the first one found. On a GPU, the one runtime mapped."""
+    sim = os.environ.get("UVMC_SIM_RT_DIR") or os.environ.get("UVMC_SIM_DIR")
     rt = [p for p in mapped_libs() if os.path.basename(p).startswith("libcudart.so.")]
     if sim:
         rt = [p for p in rt if os.path.dirname(os.path.realpath(p)) == os.path.realpath(sim)]
@@ -106,6 +106,21 @@ def body_bind(a):
            cudart=[p for p in libs if "libcudart" in p], cuda=[p for p in libs if "libcuda.so" in p],
            cudamalloc_before=before, cudamalloc_after=after, ptr=t.data_ptr(),
            launch_error=launch_error, ok_after_launch=ok_after)
+
+
+def body_random(a):
+    """A random kernel, whose launch code sizes its grid from the device's properties: with the
+    default UVMSIM_KERNELS the launch fails with a clear error (a zero property used to kill the
+    process with SIGFPE before it got there)."""
+    error = None
+    try:
+        torch.empty(100, device="cuda").uniform_()
+        torch.cuda.synchronize()
+    except Exception as e:  # torch.AcceleratorError (a RuntimeError)
+        error = f"{type(e).__name__}: {str(e).splitlines()[0]}"
+    props = torch.cuda.get_device_properties(0)
+    result(error=error, multi_processor_count=props.multi_processor_count,
+           max_threads_per_multi_processor=props.max_threads_per_multi_processor)
 
 
 def body_managed(a):
@@ -192,6 +207,32 @@ def body_dcp_dist(a):
     result(rank=rank, equal=ok)
 
 
+def body_launch_env(a):
+    """One worker of a multi-agent torchrun job: what the launcher's environment gave it (the
+    library first in LD_PRELOAD and mapped, UVMCHUNK_CONFIG), its place in the job (the gloo group
+    spans every agent's workers), and one managed-table copy that the library splits."""
+    import torch.distributed as dist
+    dist.init_process_group("gloo")
+    torch.cuda.set_device(0)
+    world = torch.tensor([1])
+    dist.all_reduce(world)  # every worker of every agent takes part
+    lib = os.environ.get("UVMC_LIB", "")
+    preload = os.environ.get("LD_PRELOAD", "").replace(":", " ").split()
+    src = pattern(a.size, 70 + dist.get_rank())
+    t = managed_empty(a.size)
+    t.copy_(src)
+    torch.cuda.synchronize()
+    out = t.to("cpu", non_blocking=True)
+    torch.cuda.current_stream().synchronize()
+    dist.barrier()
+    result(rank=dist.get_rank(), world=dist.get_world_size(), all_reduce=int(world.item()),
+           node=int(os.environ["GROUP_RANK"]), local_rank=int(os.environ["LOCAL_RANK"]),
+           preload_first=os.path.realpath(preload[0]) if preload else None, lib=os.path.realpath(lib) if lib else None,
+           lib_mapped=any(os.path.basename(p) == "libuvmchunk.so" for p in mapped_libs()),
+           config=os.environ.get("UVMCHUNK_CONFIG"), equal=torch.equal(out, src))
+    dist.destroy_process_group()
+
+
 def body_staging(a):
     """A large pinned tensor used as an ordinary staging buffer (issue: lazy pinning keeps every
     promise of pinned memory): filled on the CPU, copied to the device without waiting, back."""
@@ -243,13 +284,19 @@ def body_dcp3(a):
     _clear_hwm()
     rss0 = _status_kib("VmRSS")
     if a.mode == "async":
-        from torch.distributed.checkpoint.staging import DefaultStager, StagingOptions
-        stager = DefaultStager(StagingOptions(use_pinned_memory=True, use_shared_memory=False,
-                                              use_async_staging=False, use_non_blocking_copy=True))
-        resp = dcp.async_save(state, checkpoint_id=a.dir, async_stager=stager)
-        fut = getattr(resp, "upload_completion", resp)
-        fut.result()
-        stager.close()
+        try:
+            from torch.distributed.checkpoint.staging import DefaultStager, StagingOptions
+        except ImportError:  # torch 2.8: the writer is the stager, pinned when it keeps its staged copy
+            from torch.distributed.checkpoint import FileSystemWriter
+            writer = FileSystemWriter(a.dir, cache_staged_state_dict=True)
+            dcp.async_save(state, storage_writer=writer).result()
+        else:
+            stager = DefaultStager(StagingOptions(use_pinned_memory=True, use_shared_memory=False,
+                                                  use_async_staging=False, use_non_blocking_copy=True))
+            resp = dcp.async_save(state, checkpoint_id=a.dir, async_stager=stager)
+            fut = getattr(resp, "upload_completion", resp)
+            fut.result()
+            stager.close()
     else:
         dcp.save(state, checkpoint_id=a.dir)
     peak_kib = _status_kib("VmHWM") - rss0
@@ -274,10 +321,16 @@ class _MemLocation(ctypes.Structure):
 
 
 def unset_cpu_preference(t):
-    """Managed memory without FBGEMM's advice (cudaMemAdviseUnsetPreferredLocation)."""
+    """Managed memory without FBGEMM's advice (cudaMemAdviseUnsetPreferredLocation). CUDA 13's
+    cudaMemAdvise takes a cudaMemLocation, CUDA 12's a device number."""
     rt = bound_cudart()
-    rt.cudaMemAdvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, _MemLocation]
-    rc = rt.cudaMemAdvise(ctypes.c_void_p(t.data_ptr()), t.numel() * t.element_size(), 4, _MemLocation(2, 0))
+    n = t.numel() * t.element_size()
+    if torch.version.cuda.startswith("12."):
+        rt.cudaMemAdvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int]
+        rc = rt.cudaMemAdvise(ctypes.c_void_p(t.data_ptr()), n, 4, 0)
+    else:
+        rt.cudaMemAdvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, _MemLocation]
+        rc = rt.cudaMemAdvise(ctypes.c_void_p(t.data_ptr()), n, 4, _MemLocation(2, 0))
     assert rc == 0, rc
 
 
