@@ -5,7 +5,7 @@
 # check; ShardedTensor and DTensor output) under `torchrun --standalone --nproc_per_node=2` (gloo, both
 # ranks on GPU 0), once per mode, then one table of the figures per rank:
 #   stock    stock DCP, nothing of ours
-#   preload  the same job under uvmchunk-run (the library preloaded)
+#   preload  the same job under uvmchunk-run with UVMCHUNK_DCP_VIEWS=off (the library alone)
 #   planner  uvmchunk.dcp's ZeroCopySavePlanner / ZeroCopyLoadPlanner
 #   auto     under uvmchunk-run with the uvmchunk package installed and no planner (only when the
 #            installed package has its torch.backends entry point)
@@ -96,10 +96,12 @@ for mode in "${modes[@]}"; do
     if [ "$left" -lt 30 ]; then echo "not run: $mode (time limit)"; failed=1; continue; fi
     cmd=("$py" -m torch.distributed.run --standalone --nproc_per_node=2 "$here/torchrec_job.py"
          --mode "$mode" --dir "$out/$mode.ckpt" --scale "$scale")
-    case $mode in preload | auto) cmd=("$build/uvmchunk-run" -- "${cmd[@]}") ;; esac
+    views=()  # preload is the library alone: the package's automatic views (auto) off
+    case $mode in preload) cmd=("$build/uvmchunk-run" -- "${cmd[@]}"); views=(UVMCHUNK_DCP_VIEWS=off) ;;
+                  auto) cmd=("$build/uvmchunk-run" -- "${cmd[@]}") ;; esac
     echo "running: $mode (limit ${left}s)"
     rc=0
-    env "${job_env[@]}" timeout -k 10 "$left" "${cmd[@]}" >"$out/$mode.log" 2>&1 || rc=$?
+    env "${job_env[@]}" "${views[@]}" timeout -k 10 "$left" "${cmd[@]}" >"$out/$mode.log" 2>&1 || rc=$?
     rm -rf "$out/$mode.ckpt"
     if [ "$rc" -ne 0 ]; then echo "FAILED: $mode (exit $rc; log $out/$mode.log)"; tail -n 20 "$out/$mode.log"; failed=1; fi
 done

@@ -167,6 +167,13 @@ def local_pieces(v):
     return list(local.local_shards()) if hasattr(local, "local_shards") else [local]
 
 
+def auto_views(what):
+    """Views the package's automatic path (no code change; uvmchunk.dcp, imported by its hook when it
+    is active) handed DCP in this process so far, on save or on load; 0 without it."""
+    auto = sys.modules.get("uvmchunk.dcp")
+    return auto.views_taken()[what] if auto is not None and hasattr(auto, "views_taken") else 0
+
+
 def state_of(model):
     """What the job saves: model and optimizer state (state_dict() flushes the tables' caches)."""
     return {"model": model.state_dict(), "optim": model.fused_optimizer.state_dict()}
@@ -258,11 +265,13 @@ def roundtrip(a, rank, world, output_dtensor, drv, rt):
             drv.uvmsim_reset()
         clear_hwm()
         rss0 = status_bytes("VmRSS")
+        views0 = auto_views("save")
         t0 = time.monotonic()
         dcp.save(state, checkpoint_id=path, planner=save_planner)
         save_s = time.monotonic() - t0
         peak = status_bytes("VmHWM") - rss0
         locked_peak = drv.uvmsim_pinned_peak() if drv else None
+        save_views = save_planner.zero_copy.views if save_planner else auto_views("save") - views0
     pieces = pieces_of(state_of(model))
     want = ({k: host_view(k, t).clone() for k, t in pieces.items()} if on_gpu
             else {k: pattern(k, rank, t) for k, t in pieces.items()})
@@ -271,6 +280,7 @@ def roundtrip(a, rank, world, output_dtensor, drv, rt):
     zeroed = all(not host_view(k, t).view(torch.int32).any() for k, t in pieces.items())
     dist.barrier()
     state = state_of(model)
+    views0 = auto_views("load")
     t0 = time.monotonic()
     dcp.load(state, checkpoint_id=path, planner=load_planner)
     torch.cuda.synchronize()
@@ -282,8 +292,8 @@ def roundtrip(a, rank, world, output_dtensor, drv, rt):
            largest_local_table=max(t.numel() * t.element_size() for t in tables.values()),
            advice=advice, zeroed=zeroed, mismatched=bad, peak_extra_bytes=peak, save_s=round(save_s, 3),
            load_s=round(load_s, 3), locked_peak=locked_peak, train_steps=a.train_steps, saves=saves,
-           save_views=save_planner.zero_copy.views if save_planner else None,
-           load_views=load_planner.zero_copy.views if load_planner else None,
+           save_views=save_views,
+           load_views=load_planner.zero_copy.views if load_planner else auto_views("load") - views0,
            kernels_skipped=drv.uvmsim_kernels_skipped(None) if drv else None,
            preloaded=any(os.path.basename(p) == "libuvmchunk.so" for p in os.environ.get("LD_PRELOAD", "").replace(":", " ").split()),
            torch=torch.__version__, simulated=not on_gpu)

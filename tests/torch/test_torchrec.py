@@ -9,8 +9,9 @@ output and with output_dtensor=True:
   table (the report's mechanism, reproduced);
 - preload: the library preloaded; the large copies are split, nothing large is page-locked;
 - planner: uvmchunk.dcp's ZeroCopySavePlanner / ZeroCopyLoadPlanner; DCP writes from the pages;
-- auto: the library preloaded with the uvmchunk package installed and no planner argument (the
-  package's automatic views, loaded at `import torch`; expected-to-fail until they exist).
+- auto: the library preloaded with the uvmchunk package installed (conftest.pydev_path) and no
+  planner argument: the package's automatic views, loaded at `import torch`, take every UVM table
+  shard with no code change.
 
 No device code runs (UVMSIM_KERNELS=noop narrowed by KERNELS_ALLOW to the initialisation and cache
 flush kernels this job goes without). Prints peak extra host memory and save/load seconds per rank
@@ -37,16 +38,6 @@ KERNELS_ALLOW = [
     "lxu_cache_flush_kernel",         # state_dict() flushes the (empty) cache into the tables
 ]
 SIM = {"UVMSIM_KERNELS": "noop", "UVMSIM_KERNELS_ALLOW": ",".join(KERNELS_ALLOW), "UVMSIM_REPORT": "1"}
-
-
-def _auto_available():
-    """The no-code-change path: the uvmchunk package installed in this Python with an entry point
-    in PyTorch's autoload group (torch.backends), loaded at `import torch`."""
-    try:
-        eps = importlib.metadata.entry_points(group="torch.backends")
-    except TypeError:  # Python < 3.10
-        eps = importlib.metadata.entry_points().get("torch.backends", [])
-    return any(ep.value.split(".")[0].split(":")[0] == "uvmchunk" for ep in eps)
 
 
 def _torchrec_or_skip():
@@ -78,20 +69,18 @@ def splits_and_locks_nothing(r, results):
 def from_the_pages(r, results):
     """Every table saved and loaded through its pages: no table-sized host memory, nothing locked."""
     for x in results:
-        if x["save_views"] is not None:
-            assert x["save_views"] >= len(x["tables"]) and x["load_views"] >= len(x["tables"]), r.describe()
+        assert x["save_views"] >= len(x["tables"]) and x["load_views"] >= len(x["tables"]), r.describe()
         assert x["locked_peak"] < THRESHOLD and x["peak_extra_bytes"] < x["largest_local_table"], r.describe()
 
 
-# One row per mode: the library preloaded or not, what the mode must show beyond bitwise equality,
-# and (needs) a precondition with the reason to expect failure without it.
+# One row per mode: the library preloaded or not (with which settings beyond LIB), and what the mode
+# must show beyond bitwise equality. conftest.LIB_ENV turns the automatic views off: preload is the
+# library alone.
 MODES = {
     "stock": dict(lib=False, check=pins_whole_tables),
     "preload": dict(lib=True, check=splits_and_locks_nothing),
     "planner": dict(lib=False, check=from_the_pages),
-    "auto": dict(lib=True, check=from_the_pages,
-                 needs=(_auto_available, "the uvmchunk package in this venv has no torch.backends entry point "
-                                         "(the automatic DCP views are not in this tree)")),
+    "auto": dict(lib=True, env={"UVMCHUNK_DCP_VIEWS": "on"}, check=from_the_pages),
 }
 
 
@@ -103,11 +92,8 @@ def torchrec_installed():
 @pytest.mark.parametrize("mode", list(MODES))
 def test_save_load(mode, tmp_path):
     row = MODES[mode]
-    needs = row.get("needs")
-    if needs and not needs[0]():
-        pytest.xfail(needs[1])
     r = run_body(None, row["lib"], "--mode", mode, "--dir", str(tmp_path / mode), launcher=TORCHRUN,
-                 script=BODY, timeout=900, lib_env=LIB, extra_env=SIM)
+                 script=BODY, timeout=900, lib_env=dict(LIB, **row.get("env", {})), extra_env=SIM)
     results = sorted(r.results, key=lambda x: (x["output"], x["rank"]))
     assert sorted((x["output"], x["rank"]) for x in results) == [("dtensor", 0), ("dtensor", 1),
                                                                  ("sharded", 0), ("sharded", 1)], r.describe()
