@@ -4,6 +4,7 @@
 #include <time.h>
 
 #include "uvmc.h"
+#include "uvmc_units.h"
 
 /* How long an event recorded on the caller's stream may take to complete for the stream to count
  * as drained: on an idle device microseconds; the bound only keeps a busy one from costing more. */
@@ -163,7 +164,8 @@ static void uvmc_pick_mode(struct uvmc_copy *c, bool host_candidate, int idle)
     else
         c->mode = c->sync ? UVMC_MODE_DIRECT : UVMC_MODE_QUEUE;
     if (UVMC_LOG_ON(UVMC_LOG_DEBUG))
-        uvmc_log(UVMC_LOG_DEBUG, "%zu-byte copy: %s mode (engine %s, source %s the CPU, %s destination%s)", c->count,
+        uvmc_log(UVMC_LOG_DEBUG, "copy of %s: %s mode (engine %s, source %s the CPU, %s destination%s)",
+                 uvmc_bytes_text(c->count).s,
                  uvmc_mode_names[c->mode], uvmc_cfg.engine == UVMC_ENGINE_AUTO   ? "auto"
                                            : uvmc_cfg.engine == UVMC_ENGINE_HOST ? "host"
                                                                                  : "copy",

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "uvmc.h"
+#include "uvmc_units.h"
 
 /* An asynchronous copy into pinned memory returns without waiting, so it cannot bound its queue by
  * waiting: it is cut into at most 4 x depth blocks, and never more than this many (with a prefetch
@@ -36,7 +37,7 @@ static void uvmc_prefetch(const struct uvmc_copy *c, enum uvmc_prefetch where, s
     CUresult r = uvmc_drv.cuMemPrefetchAsync((CUdeviceptr)(uintptr_t)c->src + off, len, loc, 0, c->hstream);
     if (r != CUDA_SUCCESS) {
         atomic_fetch_add_explicit(&uvmc_stats.hint_failures, 1, memory_order_relaxed);
-        uvmc_log(UVMC_LOG_DEBUG, "prefetch of %zu bytes at %p failed (CUresult %d); copy goes on", len,
+        uvmc_log(UVMC_LOG_DEBUG, "prefetch of %s at %p failed (CUresult %d); copy goes on", uvmc_bytes_text(len).s,
                  (const void *)((const char *)c->src + off), (int)r);
     }
 }
@@ -230,11 +231,13 @@ int uvmc_engine_copy(const struct uvmc_copy *c_in)
         atomic_fetch_add_explicit(&uvmc_stats.staged, 1, memory_order_relaxed);
     if (UVMC_LOG_ON(UVMC_LOG_DEBUG))
         uvmc_log(UVMC_LOG_DEBUG,
-                 "split %s copy of %zu bytes into %zu/%zu blocks of %zu, %s (%s destination, stream %p, "
-                 "groups of %zu): %.3f ms, %s",
-                 c->sync ? "synchronous" : "asynchronous", c->count, issued, p.nblocks, p.chunk,
-                 uvmc_mode_label[c->mode], c->dst_pinned ? "pinned" : "pageable", (void *)c->hstream, p.group,
-                 (double)ns / 1e6, rc == 0 ? "ok" : "failed");
+                 "split copy of %s (%s call) into %zu of %zu %s of %s, %s (%s destination, stream %p, groups "
+                 "of %zu): %s in %.3f ms, %s",
+                 uvmc_bytes_text(c->count).s, c->sync ? "synchronous" : "asynchronous", issued, p.nblocks,
+                 uvmc_plural(p.nblocks, "block", "blocks"), uvmc_bytes_text(p.chunk).s, uvmc_mode_label[c->mode],
+                 c->dst_pinned ? "pinned" : "pageable", (void *)c->hstream, p.group,
+                 c->mode == UVMC_MODE_QUEUE ? "returned once queued" : "returned complete", (double)ns / 1e6,
+                 rc == 0 ? "ok" : "failed");
     return rc;
 }
 

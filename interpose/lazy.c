@@ -13,6 +13,7 @@
 #include <uthash.h>
 
 #include "uvmc.h"
+#include "uvmc_units.h"
 
 enum uvmc_lazy_state {
     UVMC_LAZY_UNDECIDED, /* no use seen yet: watched */
@@ -158,19 +159,21 @@ void *uvmc_lazy_alloc(size_t size, unsigned flags)
     uvmc_pyhook_check();
     void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED) {
-        uvmc_log(UVMC_LOG_WARN, "cannot map %zu pageable bytes; allocating them pinned as asked", size);
+        uvmc_log(UVMC_LOG_WARN, "cannot map %s of pageable memory; allocating it pinned as asked",
+                 uvmc_bytes_text(size).s);
         return NULL;
     }
     /* First touch of 20 GiB in 4 KiB pages is five million faults; huge pages where the kernel can. */
     madvise(p, size, MADV_HUGEPAGE);
     if (uvmc_lazy_add(p, size, CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP, true) != 0) {
         munmap(p, size);
-        uvmc_log(UVMC_LOG_WARN, "cannot record a %zu-byte lazy buffer; allocating it pinned as asked", size);
+        uvmc_log(UVMC_LOG_WARN, "cannot record a lazy buffer of %s; allocating it pinned as asked",
+                 uvmc_bytes_text(size).s);
         return NULL;
     }
     atomic_fetch_add_explicit(&uvmc_stats.substituted, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&uvmc_stats.substituted_bytes, size, memory_order_relaxed);
-    uvmc_log(UVMC_LOG_DEBUG, "pinned request of %zu bytes served lazily at %p", size, p);
+    uvmc_log(UVMC_LOG_DEBUG, "pinned request of %s served lazily at %p", uvmc_bytes_text(size).s, p);
     return p;
 }
 
@@ -186,7 +189,7 @@ int uvmc_lazy_register(void *ptr, size_t size, unsigned flags, bool runtime)
         return r;
     atomic_fetch_add_explicit(&uvmc_stats.substituted, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&uvmc_stats.substituted_bytes, size, memory_order_relaxed);
-    uvmc_log(UVMC_LOG_DEBUG, "registration of %zu bytes at %p kept lazy", size, ptr);
+    uvmc_log(UVMC_LOG_DEBUG, "registration of %s at %p kept lazy", uvmc_bytes_text(size).s, ptr);
     return 0;
 }
 
@@ -203,11 +206,12 @@ static enum uvmc_lazy_state uvmc_convert(struct uvmc_lazy *e)
     }
     if (r == CUDA_SUCCESS) {
         atomic_fetch_add_explicit(&uvmc_stats.converted, 1, memory_order_relaxed);
-        uvmc_log(UVMC_LOG_DEBUG, "lazy buffer of %zu bytes at %p pinned at its first use", e->size, e->ptr);
+        uvmc_log(UVMC_LOG_DEBUG, "lazy buffer of %s at %p pinned at its first use", uvmc_bytes_text(e->size).s,
+                 e->ptr);
         return UVMC_LAZY_PINNED;
     }
-    uvmc_log(UVMC_LOG_WARN, "cannot pin the %zu-byte buffer at %p at its first use (CUresult %d); it stays pageable",
-             e->size, e->ptr, (int)r);
+    uvmc_log(UVMC_LOG_WARN, "cannot pin the buffer of %s at %p at its first use (CUresult %d); it stays pageable",
+             uvmc_bytes_text(e->size).s, e->ptr, (int)r);
     return UVMC_LAZY_PAGEABLE;
 }
 

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "uvmc.h"
+#include "uvmc_units.h"
 
 static pthread_mutex_t uvmc_ring_lock = PTHREAD_MUTEX_INITIALIZER; /* held by the copy using the ring */
 static pthread_mutex_t uvmc_ring_setup = PTHREAD_MUTEX_INITIALIZER;
@@ -54,9 +55,9 @@ static void *uvmc_ring_alloc(size_t bytes)
     uvmc_unrelax(mode);
     if (r != CUDA_SUCCESS) {
         uvmc_log(UVMC_LOG_WARN,
-                 "cannot allocate the %zu-byte staging ring (CUresult %d); copies into pageable memory "
+                 "cannot allocate the staging ring of %s (CUresult %d); copies into pageable memory "
                  "go straight to the driver",
-                 bytes, (int)r);
+                 uvmc_bytes_text(bytes).s, (int)r);
         return NULL;
     }
     return p;
@@ -104,8 +105,8 @@ void uvmc_staging_abandon(void)
     static atomic_bool said;
     pthread_mutex_lock(&uvmc_ring_setup);
     if (!atomic_exchange(&said, true))
-        uvmc_log(UVMC_LOG_WARN, "a copy's blocks could not be waited for; its %zu KiB staging ring is given up, "
-                 "not reused", (size_t)uvmc_cfg.depth * uvmc_staging_slot() >> 10);
+        uvmc_log(UVMC_LOG_WARN, "a copy's blocks could not be waited for; its staging ring of %s is given up, "
+                 "not reused", uvmc_bytes_text((size_t)uvmc_cfg.depth * uvmc_staging_slot()).s);
     uvmc_ring = NULL;
     pthread_mutex_unlock(&uvmc_ring_setup);
     pthread_mutex_unlock(&uvmc_ring_lock);
