@@ -1,0 +1,88 @@
+"""A TorchRec job whose checkpoint code knows nothing of uvmchunk: an EmbeddingBagCollection of
+fused_uvm_caching tables (FBGEMM keeps them in CUDA managed memory that prefers the CPU) under
+DistributedModelParallel, saved and loaded with torch.distributed.checkpoint as usual. Run it with
+and without the launcher to see what a save costs:
+
+    torchrun --nproc_per_node=2 examples/torchrec_checkpoint.py --dir /tmp/ckpt
+    uvmchunk-run -- torchrun --nproc_per_node=2 examples/torchrec_checkpoint.py --dir /tmp/ckpt
+
+Each rank prints one line: its tables' bytes, the save's peak host memory above what the process
+held just before it, what the save left resident once it returned, and the save's seconds. With one
+GPU (or none: the simulated runtime, README "Try it without a GPU") both ranks share device 0 and
+talk over gloo; with a GPU per rank, over NCCL.
+"""
+import argparse
+import os
+import time
+
+import torch
+import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+
+
+def status_bytes(key: str) -> int:
+    """VmRSS / VmHWM of this process, in bytes (/proc/self/status)."""
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith(key + ":"))
+
+
+def build_model(rows: int, device: torch.device) -> torch.nn.Module:
+    """Four tables of `rows` rows and 64..256 float32 columns, two sharded table-wise and two
+    row-wise, all fused_uvm_caching, with a fused EXACT_ROWWISE_ADAGRAD optimizer."""
+    from fbgemm_gpu.split_embedding_configs import EmbOptimType
+    from torchrec import EmbeddingBagCollection, EmbeddingBagConfig
+    from torchrec.distributed.embeddingbag import EmbeddingBagCollectionSharder
+    from torchrec.distributed.model_parallel import DistributedModelParallel
+    from torchrec.distributed.sharding_plan import construct_module_sharding_plan, row_wise, table_wise
+    from torchrec.distributed.types import ShardingEnv, ShardingPlan
+
+    dims = {"t0": 256, "t1": 128, "t2": 64, "t3": 128}
+    ebc = EmbeddingBagCollection(tables=[EmbeddingBagConfig(name=n, embedding_dim=d, num_embeddings=rows,
+                                                            feature_names=[f"f_{n}"]) for n, d in dims.items()],
+                                 device=torch.device("meta"))
+    sharder = EmbeddingBagCollectionSharder(fused_params={"optimizer": EmbOptimType.EXACT_ROWWISE_ADAGRAD,
+                                                          "learning_rate": 0.05, "eps": 1e-8})
+    world, rank = dist.get_world_size(), dist.get_rank()
+    per_param = {"t0": table_wise(rank=0), "t1": table_wise(rank=world - 1), "t2": row_wise(), "t3": row_wise()}
+    # local_size: ranks per node, each on its own GPU; 1 puts every rank's shards on cuda:0
+    local = 1 if device.index == 0 and world > torch.cuda.device_count() else int(os.environ["LOCAL_WORLD_SIZE"])
+    plan = construct_module_sharding_plan(ebc, per_param, sharder=sharder, local_size=local, world_size=world,
+                                          device_type="cuda")
+    for spec in plan.values():
+        spec.compute_kernel = "fused_uvm_caching"
+    return DistributedModelParallel(torch.nn.ModuleDict({"ebc": ebc}), device=device, sharders=[sharder],
+                                    env=ShardingEnv(world, rank, dist.group.WORLD),
+                                    plan=ShardingPlan({"ebc": plan}))
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--dir", required=True, help="checkpoint folder")
+    p.add_argument("--rows", type=int, default=100_000, help="rows per table (default 100000: 224 MiB in all)")
+    a = p.parse_args()
+    one_gpu = torch.cuda.device_count() < int(os.environ.get("WORLD_SIZE", "1"))
+    dist.init_process_group("gloo" if one_gpu else "nccl")
+    device = torch.device("cuda", 0 if one_gpu else int(os.environ.get("LOCAL_RANK", "0")))
+    torch.cuda.set_device(device)
+    model = build_model(a.rows, device)
+
+    state = {"model": model.state_dict(), "optim": model.fused_optimizer.state_dict()}
+    tables = sum(s.tensor.numel() * s.tensor.element_size() for k, v in state["model"].items()
+                 if k.endswith(".weight") for s in v.local_shards())
+    dist.barrier()
+    with open("/proc/self/clear_refs", "w") as f:  # VmHWM from here on: the save's own peak
+        f.write("5")
+    before = status_bytes("VmRSS")
+    t0 = time.monotonic()
+    dcp.save(state, checkpoint_id=a.dir)  # the checkpoint code of any TorchRec job, unchanged
+    seconds = time.monotonic() - t0
+    peak, after = status_bytes("VmHWM") - before, status_bytes("VmRSS") - before
+    dcp.load(state, checkpoint_id=a.dir)
+    print(f"rank {dist.get_rank()}: tables {tables / 2**20:.0f} MiB, save peak +{peak / 2**20:.0f} MiB, "
+          f"left after the save {after / 2**20:+.0f} MiB, {seconds:.2f} s", flush=True)
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
