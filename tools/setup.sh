@@ -49,7 +49,8 @@ uvmc_build() {
 # The versions after the first are UVMC_TORCH_VERSIONS (default "2.8.0 2.14.1 2.15.0"; the older
 # UVMC_TORCH_VERSION2, when set, replaces the list: UVMC_TORCH_VERSION2= runs only the first), each
 # in .venv-torch<VERSION>. Wheels are downloaded once into $UVMC_WHEEL_CACHE (default
-# ~/.cache/uvmchunk/wheels; about 12 GiB for the four sets) and installed from there. Sets
+# ~/.cache/uvmchunk/wheels; about 12 GiB for the four sets) and installed from there; under CI=true
+# they are installed straight from the index and not kept. Sets
 # UVMC_PYTHON (the first) and UVMC_PYTHONS ("VERSION=PYTHON ..." for the others), leaving out what
 # could not be installed (its torch tests then report SKIP). UVMC_NO_TORCH=1 skips all of it. A
 # failed install is fatal only under CI=true.
@@ -118,6 +119,14 @@ uvmc_install_python_try() { # VENV VERSION
     # pip must never swap torch for another version to satisfy torchrec's or fbgemm-gpu's requirements
     constraints="$1/uvmchunk-constraints.txt"
     printf '%s\n' "torch==$2" ${fb:+"fbgemm-gpu==$fb"} ${rec:+"torchrec==$rec"} | grep -v '==-$' >"$constraints" || return 1
+    if [ "${CI:-}" = true ]; then
+        # A CI machine starts empty and installs once: straight from the index, no cache kept (the
+        # four sets' wheels are 12 GiB of disk on top of the 29 GiB of venvs)
+        echo "uvmchunk: installing ${pkgs[*]} into $1"
+        "$1/bin/python" -m pip install --quiet --disable-pip-version-check --no-cache-dir -c "$constraints" \
+            "${pkgs[@]}" && uvmc_torch_ready "$1" "$2"
+        return
+    fi
     echo "uvmchunk: installing ${pkgs[*]} into $1 (wheels cached in $UVMC_WHEEL_CACHE)"
     # setuptools and wheel: the build backend of the one sdist among them (iopath, a torchrec
     # dependency), which pip builds from the cache with --no-index

@@ -304,25 +304,16 @@ def _say_once(key: str, level: str, message: str) -> None:
         log(level, message)
 
 
-def _auto_save_viewer(planner: Any) -> Optional[_Viewer]:
-    """A viewer for a DefaultSavePlanner (or a subclass) that leaves resolve_data to PyTorch's;
-    None for one that overrides it (said once per class, unless it is one of our mixins)."""
-    if type(planner).resolve_data is DefaultSavePlanner.resolve_data:
+def _auto_viewer(planner: Any, base: type, method: str, mixin: type) -> Optional[_Viewer]:
+    """A viewer for a `base` planner (or a subclass) that leaves `method` (resolve_data /
+    resolve_tensor) to PyTorch's; None for one that overrides it (said once per class, unless it is
+    one of our mixins, which take their own views)."""
+    if getattr(type(planner), method) is getattr(base, method):
         return _Viewer(any_managed=False)
-    if not isinstance(planner, ZeroCopySaveMixin):
-        name = type(planner).__qualname__
-        _say_once("save:" + name, "info", f"planner {name} overrides resolve_data: its saves take no automatic "
-                  "zero-copy views (put uvmchunk.dcp.ZeroCopySaveMixin first in its bases to add them)")
-    return None
-
-
-def _auto_load_viewer(planner: Any) -> Optional[_Viewer]:
-    if type(planner).resolve_tensor is DefaultLoadPlanner.resolve_tensor:
-        return _Viewer(any_managed=False)
-    if not isinstance(planner, ZeroCopyLoadMixin):
-        name = type(planner).__qualname__
-        _say_once("load:" + name, "info", f"planner {name} overrides resolve_tensor: its loads take no automatic "
-                  "zero-copy views (put uvmchunk.dcp.ZeroCopyLoadMixin first in its bases to add them)")
+    if not isinstance(planner, mixin):
+        name, what = type(planner).__qualname__, "saves" if base is DefaultSavePlanner else "loads"
+        _say_once(f"{method}:{name}", "info", f"planner {name} overrides {method}: its {what} take no automatic "
+                  f"zero-copy views (put uvmchunk.dcp.{mixin.__name__} first in its bases to add them)")
     return None
 
 
@@ -411,14 +402,14 @@ def install_auto_views(views: bool = True) -> None:
     if not views:
         return
 
-    for cls, setup_viewer, resolve, view in ((DefaultSavePlanner, _auto_save_viewer, "resolve_data", "save_view"),
-                                             (DefaultLoadPlanner, _auto_load_viewer, "resolve_tensor", "load_view")):
+    for cls, resolve, view, mixin in ((DefaultSavePlanner, "resolve_data", "save_view", ZeroCopySaveMixin),
+                                      (DefaultLoadPlanner, "resolve_tensor", "load_view", ZeroCopyLoadMixin)):
         orig_setup, orig_resolve = cls.set_up_planner, getattr(cls, resolve)
 
-        def set_up_planner(self: Any, *args: Any, _orig: Any = orig_setup, _viewer: Any = setup_viewer,
-                           **kwargs: Any) -> None:
+        def set_up_planner(self: Any, *args: Any, _orig: Any = orig_setup, _cls: type = cls, _resolve: str = resolve,
+                           _mixin: type = mixin, **kwargs: Any) -> None:
             _orig(self, *args, **kwargs)
-            self.__dict__["_uvmchunk_auto"] = _viewer(self)
+            self.__dict__["_uvmchunk_auto"] = _auto_viewer(self, _cls, _resolve, _mixin)
 
         def resolved(self: Any, item: Any, _orig: Any = orig_resolve, _view: str = view) -> Any:
             obj = _orig(self, item)

@@ -297,7 +297,10 @@ static char *const tiny_env[] = {"UVMCHUNK_THRESHOLD=1MiB", "UVMCHUNK_CHUNK_SIZE
 
 /* Instructions the calling thread ran inside libuvmchunk's cudaMemcpyAsync during the measured
  * loop, the real (simulated) runtime's own call excluded; -1 when unavailable. callgrind's
- * --toggle-collect flips collection on entering and leaving every function of that name: on at
+ * --toggle-collect flips collection on entering and leaving every function whose name matches
+ * (cudaMemcpyAsync*: the runtime's cudaMemcpyAsync, and the library's wrapper, which callgrind
+ * names with its symbol version, cudaMemcpyAsync@@libcudart.so.13: interpose/CMakeLists.txt
+ * exports the runtime names once per major): on at
  * the library's wrapper, off again inside the runtime's function it forwards to, on when that
  * returns. So the count holds the library's instructions and nothing else: the runtime's enqueue
  * (malloc, a mutex, a condition variable shared with its stream thread) costs a different number
@@ -313,7 +316,7 @@ static long long callgrind_ir(const char *lib, long calls, bool lazy, unsigned l
     snprintf(calls_s, sizeof calls_s, "%ld", calls);
     char out_opt[96];
     snprintf(out_opt, sizeof out_opt, "--callgrind-out-file=%s", out_file);
-    char *argv[] = {"valgrind", "--tool=callgrind", "--toggle-collect=cudaMemcpyAsync",
+    char *argv[] = {"valgrind", "--tool=callgrind", "--toggle-collect=cudaMemcpyAsync*",
                     "--dump-before=uvmc_bench_loop", "--dump-after=uvmc_bench_loop", out_opt, "--quiet",
                     (char *)uvmc_bench_self, "--child", "passthrough", calls_s, lazy ? "lazy" : NULL, NULL};
     char *plain[] = {(char *)uvmc_bench_self, "--child", "passthrough", calls_s, lazy ? "lazy" : NULL, NULL};
