@@ -147,9 +147,13 @@ if [ "$backend" = gpu ]; then
     deadline=${UVMC_INTEGRATION_DEADLINE:-420}
     run_limit=150
 else
-    echo "SIMULATED: figures are not GPU figures (simulated CUDA runtime in $build/sim; library thresholds scaled down with the sizes)"
-    job_env+=(LD_PRELOAD="$build/sim/libcudart.so.13 $build/sim/libcuda.so.1"
-              LD_LIBRARY_PATH="$build/sim${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
+    # the simulated runtime of this PyTorch's CUDA major (torch 2.8's wheels use CUDA 12.8)
+    rt=$build/sim/libcudart.so.13 ldp=$build/sim
+    if [ "$("$py" -c 'import torch; print(torch.version.cuda.split(".")[0])')" = 12 ]; then
+        rt=$build/sim12/libcudart.so.12 ldp=$build/sim12:$build/sim
+    fi
+    echo "SIMULATED: figures are not GPU figures (simulated CUDA runtime $rt; library thresholds scaled down with the sizes)"
+    job_env+=(LD_PRELOAD="$rt $build/sim/libcuda.so.1" LD_LIBRARY_PATH="$ldp${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
     lib_env+=(UVMCHUNK_DEPTH=2)  # fewer blocks in flight: the simulator's copies are host memcpy
     default_sizes="48M 96M" quick_sizes=24M
     engine_size=${UVMC_INTEGRATION_ENGINE_SIZE:-512M}

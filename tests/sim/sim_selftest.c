@@ -232,7 +232,9 @@ static void test_async_copy(void) {
     EQ(cudaEventCreate(&a), cudaSuccess);
     EQ(cudaEventCreate(&b), cudaSuccess);
     EQ(uvmsim_live_events(), ev0 + 2);
+    /* behind nothing (the stream idle, the legacy stream too), complete at once despite the delay */
     EQ(cudaEventRecord(a, s), cudaSuccess);
+    EQ(cudaEventQuery(a), cudaSuccess);
     EQ(cudaMemsetAsync(src, 0x11, n, s), cudaSuccess);
     EQ(cudaMemcpyAsync(pinned, src, n, cudaMemcpyDefault, s), cudaSuccess);
     EQ(cudaEventRecord(b, s), cudaSuccess);
