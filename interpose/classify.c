@@ -123,13 +123,18 @@ static bool uvmc_may_wait(const struct uvmc_copy *c, int idle)
 static bool uvmc_stream_drained(const struct uvmc_copy *c)
 {
     CUevent ev = NULL;
-    if (uvmc_drv.cuStreamQuery(c->hstream) != CUDA_SUCCESS ||
-        uvmc_drv.cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
+    CUresult q = uvmc_drv.cuStreamQuery(c->hstream);
+    if (q != CUDA_SUCCESS || uvmc_drv.cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) {
+        uvmc_log(UVMC_LOG_DEBUG, "stream %p not drained: its own work is pending (CUresult %d)", (void *)c->hstream,
+                 (int)q);
         return false;
+    }
     bool done = false;
-    if (uvmc_drv.cuEventRecord(ev, c->hstream) == CUDA_SUCCESS)
-        for (unsigned long long t0 = uvmc_now_ns();;) {
-            CUresult r = uvmc_drv.cuEventQuery(ev);
+    unsigned long long t0 = uvmc_now_ns();
+    CUresult r = uvmc_drv.cuEventRecord(ev, c->hstream);
+    if (r == CUDA_SUCCESS)
+        for (;;) {
+            r = uvmc_drv.cuEventQuery(ev);
             if (r == CUDA_SUCCESS || r != CUDA_ERROR_NOT_READY || uvmc_now_ns() - t0 > UVMC_DRAIN_NS) {
                 done = r == CUDA_SUCCESS;
                 break;
@@ -137,6 +142,9 @@ static bool uvmc_stream_drained(const struct uvmc_copy *c)
             nanosleep(&(struct timespec){0, 20000}, NULL);
         }
     uvmc_drv.cuEventDestroy(ev);
+    if (!done)
+        uvmc_log(UVMC_LOG_DEBUG, "stream %p not drained: an event on it incomplete after %.1f ms (CUresult %d)",
+                 (void *)c->hstream, (double)(uvmc_now_ns() - t0) / 1e6, (int)r);
     return done;
 }
 
