@@ -33,7 +33,10 @@ class Outcomes:
 
 
 outcomes = Outcomes()
-rc = pytest.main(["-q", "-rsxP", "-p", "no:cacheprovider", *sys.argv[1:]], plugins=[outcomes])
+# Checkpoints of passing tests are deleted once the file's tests end (hundreds of MiB each, kept
+# for the last three sessions otherwise, GiBs across the matrix); a failing test's files stay.
+rc = pytest.main(["-q", "-rsxP", "-p", "no:cacheprovider", "-o", "tmp_path_retention_policy=failed",
+                  *sys.argv[1:]], plugins=[outcomes])
 if rc == pytest.ExitCode.NO_TESTS_COLLECTED:
     print("SKIP: pytest collected no tests")
     sys.exit(SKIP)

@@ -61,11 +61,17 @@ def test_dcp_save_with_cuda_host_register(tmp_path):
     assert res["locked_peak"] < 64 * MIB, r.describe()
 
 
+def _pow2(n):
+    return 1 << (n - 1).bit_length()
+
+
 def test_async_save_with_pinned_stager(tmp_path):
-    # The stager's copies leave its registered buffers pageable, but DCP's planner then asks
-    # is_pinned() of each staged tensor (TensorProperties.create_from_tensor): a use other than a
-    # split copy, so each becomes what it was promised, pinned at its own size (as stock pins it),
-    # never more.
+    # The stager's copies leave its buffers pageable, but DCP's planner then asks is_pinned() of each
+    # staged tensor (TensorProperties.create_from_tensor): a use other than a split copy, so each
+    # becomes what it was promised, pinned at the size asked (as stock pins it), never more. Torch
+    # 2.9 and newer register the staged tensors at their own size; 2.8's stager asks the caching host
+    # allocator, which rounds each request up to a power of two.
     r, res = _dcp3(tmp_path, True, mode="async")
-    assert res["locked_peak"] <= res["tables_bytes"] + 64 * MIB, r.describe()
+    asked = sum(_pow2(TABLE * k // 2) for k in (2, 3, 4))  # the tables of torch_body.py's dcp3
+    assert res["locked_peak"] <= asked + 64 * MIB, r.describe()
     assert res["peak_extra_bytes"] <= res["tables_bytes"] + 64 * MIB, r.describe()
