@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# integration/run.sh: the integration harness's one entry point (README "Integration harness
+# integration/run.sh: the integration harness's one entry point (integration/README.md, "Integration harness
 # (torchrun)"). Runs integration/checkpoint_job.py under `torchrun --standalone --nproc_per_node=2`
 # in each mode of integration/modes.txt for a short list of sizes per rank, then the engine
 # comparison on one managed buffer (uvmchunk-demo: unchunked, copy engine, host engine), and

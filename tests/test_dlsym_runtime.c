@@ -1,6 +1,6 @@
 /* test_dlsym_runtime.c: with the static-runtime support preloaded (libuvmchunk-dlsym.so), a
  * dynamically linked runtime's own lookup of cuGetProcAddress_v2 is not redirected (its driver
- * calls stay its own, as the README promises), while a lookup the program makes itself, as a
+ * calls stay its own, as docs/design.md promises), while a lookup the program makes itself, as a
  * statically linked runtime does, is.
  * How the runtime's lookup is seen: the simulated driver counts (and faults) only calls that do not
  * come from a runtime. A fault waits for the next counted cuGetProcAddress_v2; the runtime's first
