@@ -116,19 +116,16 @@ static bool uvmc_may_wait(const struct uvmc_copy *c, int idle)
     return idle >= 0 ? idle : uvmc_stream_independent_and_idle(c);
 }
 
-/* Everything the stream's next operation would wait for has completed: nothing of its own is
- * queued, and an event recorded on it (which waits for what the stream waits for, the legacy or
- * the blocking streams included) completes within UVMC_DRAIN_NS. Never longer: what keeps it
- * pending may be something the caller does only after the call. */
+/* Everything the stream's next operation would wait for has completed: an event recorded on it
+ * (which waits for the stream's own queued work and for what the stream waits for, the legacy or
+ * the blocking streams included) completes within UVMC_DRAIN_NS. Its own work counts too: DCP's
+ * loader queues its smaller copies first (sorted by size), and those land in microseconds. Never
+ * longer: what keeps it pending may be something the caller does only after the call. */
 static bool uvmc_stream_drained(const struct uvmc_copy *c)
 {
     CUevent ev = NULL;
-    CUresult q = uvmc_drv.cuStreamQuery(c->hstream);
-    if (q != CUDA_SUCCESS || uvmc_drv.cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) {
-        uvmc_log(UVMC_LOG_DEBUG, "stream %p not drained: its own work is pending (CUresult %d)", (void *)c->hstream,
-                 (int)q);
+    if (uvmc_drv.cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
         return false;
-    }
     bool done = false;
     unsigned long long t0 = uvmc_now_ns();
     CUresult r = uvmc_drv.cuEventRecord(ev, c->hstream);
