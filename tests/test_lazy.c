@@ -429,6 +429,29 @@ START_TEST(checkpoint_copy_on_an_idle_stream_stays_lazy)
 }
 END_TEST
 
+static void CUDART_CB short_work(void *arg)
+{
+    (void)arg;
+    usleep(5000); /* a smaller copy of DCP's loader still in flight */
+}
+
+START_TEST(checkpoint_copy_behind_short_work_stays_lazy)
+{
+    /* DCP's loader queues its smaller copies first (sorted by size) on the same stream: one still
+     * in flight when the table's copy comes must not make the library pin the whole buffer. */
+    uint8_t *m = managed_source(true), *p = NULL;
+    unsigned long long pinned0 = uvmsim_pinned_bytes();
+    ck_assert_int_eq(cudaHostAlloc((void **)&p, n, cudaHostAllocDefault), cudaSuccess);
+    ck_assert_int_eq(cudaLaunchHostFunc(0, short_work, NULL), cudaSuccess);
+    ck_assert_int_eq(cudaMemcpyAsync(p, m, n, cudaMemcpyDeviceToHost, 0), cudaSuccess);
+    ck_assert_int_eq(cudaStreamSynchronize(0), cudaSuccess);
+    expect_pattern(p);
+    ck_assert_uint_eq(uvmsim_pinned_peak(), pinned0);
+    ck_assert_int_eq(cudaFreeHost(p), cudaSuccess);
+    ck_assert_int_eq(cudaFree(m), cudaSuccess);
+}
+END_TEST
+
 START_TEST(buffer_a_split_copy_wrote_is_pinned_at_its_next_other_use)
 {
     /* PyTorch's host allocator hands a block a checkpoint copy wrote to its next user, who was
@@ -789,6 +812,7 @@ int main(void)
     tcase_add_test(tc, pageable_buffer_freed_after_the_device_is_done_with_it);
     tcase_add_test(tc, async_copy_into_a_lazy_buffer_never_waits_for_its_stream);
     tcase_add_test(tc, checkpoint_copy_on_an_idle_stream_stays_lazy);
+    tcase_add_test(tc, checkpoint_copy_behind_short_work_stays_lazy);
     tcase_add_test(tc, buffer_a_split_copy_wrote_is_pinned_at_its_next_other_use);
     tcase_add_test(tc, a_free_waiting_for_the_device_blocks_no_unrelated_pointer);
     tcase_add_test(tc, converted_default_requests_are_portable_and_mapped);
