@@ -100,6 +100,8 @@ def status() -> tuple[bool, str]:
         return False, "the uvmchunk package is not installed in this Python (pip install it: its entry point is missing)"
     if not loaded_library():
         return False, f"{_LIB} is not loaded in this process (run the job under uvmchunk-run, or LD_PRELOAD it)"
+    if configuration().get("enabled", "on") != "on":
+        return False, "enabled = off in the configuration"
     if configuration().get("dcp_views", "on") != "on":
         return False, "dcp_views = off in the configuration"
     return True, "libuvmchunk.so is loaded and dcp_views = on"
@@ -138,6 +140,8 @@ def _install() -> None:
     never fails the program's import."""
     try:
         from .dcp import install_auto_views
+        if configuration().get("enabled", "on") != "on":
+            return  # enabled = off: everything passes through, the Python side included
         views = configuration().get("dcp_views", "on") == "on"
         if not views:
             log("info", "dcp_views = off: no automatic zero-copy views")

@@ -13,9 +13,10 @@ conjugate or negative bit (a view of the raw bytes would drop it); its device ha
 access (only then may the CPU read managed memory while the GPU works); its memory prefers the CPU
 (``any_managed=True`` drops this condition); and, on save, it shares no byte with a tensor already
 handed to DCP as a view (tied weights: writers such as safetensors refuse two tensors on one
-memory, so the second takes the normal path, as every tensor does with stock DCP). Before the
-first view of a save or load, the tensor's device is synchronised once, so device work that wrote
-the table (or will read it) is complete. When no CUDA runtime can be found where PyTorch's calls
+memory, so the second takes the normal path, as every tensor does with stock DCP); and it is
+neither quantized nor of a layout other than strided. Before the first view of a save or load,
+the work queued so far on the device's current stream is waited for once (where DCP's own copy
+would have been ordered), so the device work that wrote the table (or will read it) is complete. When no CUDA runtime can be found where PyTorch's calls
 are bound, the planners warn once and take no view.
 
     dcp.save(state, checkpoint_id=path, planner=ZeroCopySavePlanner())
@@ -24,12 +25,16 @@ are bound, the planners warn once and take no view.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import ctypes
 import functools
 import gc
 import inspect
 import os
+import sys
+import threading
 import warnings
+from collections.abc import Iterator
 from typing import Any, Optional
 
 import torch
@@ -83,18 +88,29 @@ class _Runtime:
             return False
         return ctypes.c_int.from_buffer(attrs, 0).value == _MANAGED
 
-    def synchronize(self, device: int) -> None:
-        """torch.cuda.synchronize(device) in relaxed stream-capture mode: a device synchronisation is
-        a "potentially unsafe" call that would invalidate another thread's global-mode capture
-        (PyTorch's default for torch.cuda.graph) and fail (CUDA Runtime API,
+    @contextlib.contextmanager
+    def relaxed(self) -> Iterator[None]:
+        """This thread in relaxed stream-capture mode: the library's own calls that may wait or
+        free page-locked memory are "potentially unsafe" ones that would invalidate another
+        thread's global-mode capture (PyTorch's default for torch.cuda.graph) (CUDA Runtime API,
         cudaThreadExchangeStreamCaptureMode)."""
         mode = ctypes.c_int(_CAPTURE_RELAXED)
         exchanged = self.lib.cudaThreadExchangeStreamCaptureMode(ctypes.byref(mode)) == 0
         try:
-            torch.cuda.synchronize(device)
+            yield
         finally:
             if exchanged:
                 self.lib.cudaThreadExchangeStreamCaptureMode(ctypes.byref(mode))
+
+    def wait_current_stream(self, device: int) -> None:
+        """Waits, in relaxed mode, for the work queued so far on this thread's current stream of
+        `device`: an event recorded there, then waited for. DCP's own copy is ordered on that
+        stream too. Not a device synchronisation: that is invalid while any stream of the device
+        captures, in every mode (CUDA Programming Guide, "Prohibited and Unhandled Operations")."""
+        with self.relaxed():
+            event = torch.cuda.Event()
+            event.record(torch.cuda.current_stream(device))
+            event.synchronize()
 
     def concurrent_managed_access(self, device: int) -> bool:
         """Asked once per device; without it the planners take no view there, said once."""
@@ -151,8 +167,8 @@ def views_taken() -> dict[str, int]:
 
 
 class _Viewer:
-    """Exact-size CPU views of managed tensors for one save or load, with the once-per-device
-    synchronisation. On save, which tensors get a view is decided once, over every tensor of the
+    """Exact-size CPU views of managed tensors for one save or load, with the once-per-device wait
+    for the current stream. On save, which tensors get a view is decided once, over every tensor of the
     planner's final plan, before the first item is resolved: among tensors that share bytes the
     largest gets it (a small view of a table never takes the table's place because DCP happens to
     resolve it first), and disjoint tensors each get their own (TorchRec's tables: views at
@@ -162,12 +178,13 @@ class _Viewer:
         self.any_managed = any_managed
         self.synced: set[int] = set()
         self.views = 0  # how many views were handed to DCP (for logs and tests)
-        self._chosen: Optional[set[tuple[int, int]]] = None  # byte ranges [start, end) to view
+        self._chosen: Optional[frozenset[tuple[int, int]]] = None  # byte ranges [start, end) to view
         self._handed: set[tuple[int, int]] = set()
+        self._lock = threading.Lock()  # FileSystemWriter(thread_count > 1) resolves from several threads
 
     def eligible(self, t: Any) -> bool:
-        if (not isinstance(t, torch.Tensor) or t.device.type != "cuda" or t.numel() == 0
-                or not t.is_contiguous() or t.is_conj() or t.is_neg()):
+        if (not isinstance(t, torch.Tensor) or t.device.type != "cuda" or t.layout != torch.strided
+                or t.is_quantized or t.numel() == 0 or not t.is_contiguous() or t.is_conj() or t.is_neg()):
             return False
         rt = _rt()
         if rt is None:
@@ -183,7 +200,7 @@ class _Viewer:
         order = sorted(range(len(ranges)), key=lambda i: (ranges[i][0] - ranges[i][1], i))
         starts: list[int] = []
         ends: list[int] = []
-        self._chosen = set()
+        chosen = set()
         for i in order:
             start, end = ranges[i]
             k = bisect.bisect_right(starts, start)
@@ -191,30 +208,35 @@ class _Viewer:
                 continue  # shares bytes with a larger tensor (or an equal one earlier in the plan)
             starts.insert(k, start)
             ends.insert(k, end)
-            self._chosen.add((start, end))
+            chosen.add((start, end))
+        self._chosen = frozenset(chosen)
 
     def save_view(self, planner: Any, obj: Any) -> Any:
         """What resolve_data hands DCP: a view of obj when its bytes were chosen, else obj."""
-        if self._chosen is None:
-            self.decide(_plan_tensors(planner))
         if not isinstance(obj, torch.Tensor) or obj.device.type != "cuda" or obj.numel() == 0:
             return obj
         key = (obj.data_ptr(), obj.data_ptr() + _nbytes(obj))
-        # a transform_object of the planner's own may hand back other memory: only the chosen bytes,
-        # once each (tied weights: the second name takes DCP's normal path)
-        if key not in self._chosen or key in self._handed or not self.eligible(obj):
-            return obj
-        self._handed.add(key)
-        return self.view(obj, "save")
+        with self._lock:
+            if self._chosen is None:
+                self.decide(_plan_tensors(planner))
+            # a transform_object of the planner's own may hand back other memory: only the chosen
+            # bytes, once each (tied weights: the second name takes DCP's normal path)
+            if key not in self._chosen or key in self._handed or not self.eligible(obj):
+                return obj
+            self._handed.add(key)
+            return self.view(obj, "save")
 
     def load_view(self, t: Any) -> Any:
-        return self.view(t, "load") if self.eligible(t) else t
+        if not self.eligible(t):
+            return t
+        with self._lock:
+            return self.view(t, "load")
 
     def view(self, t: torch.Tensor, what: str) -> torch.Tensor:
         dev = _device(t)
         if dev not in self.synced:  # device work that wrote (or reads) the table is complete
             rt = _rt()
-            rt.synchronize(dev) if rt else torch.cuda.synchronize(dev)
+            rt.wait_current_stream(dev) if rt else torch.cuda.current_stream(dev).synchronize()
             self.synced.add(dev)
         buf = (ctypes.c_char * _nbytes(t)).from_address(t.data_ptr())
         buf._uvmchunk_source = t  # the managed memory stays alive as long as the view does
@@ -304,16 +326,18 @@ def _say_once(key: str, level: str, message: str) -> None:
         log(level, message)
 
 
-def _auto_viewer(planner: Any, base: type, method: str, mixin: type) -> Optional[_Viewer]:
-    """A viewer for a `base` planner (or a subclass) that leaves `method` (resolve_data /
-    resolve_tensor) to PyTorch's; None for one that overrides it (said once per class, unless it is
-    one of our mixins, which take their own views)."""
-    if getattr(type(planner), method) is getattr(base, method):
+def _auto_viewer(planner: Any, base: type, methods: tuple[str, ...], mixin: type) -> Optional[_Viewer]:
+    """A viewer for a `base` planner (or a subclass) that leaves `methods` (resolve_data; or
+    resolve_tensor and commit_tensor, which receives what resolve_tensor returned) to PyTorch's;
+    None for one that overrides any (said once per class, unless it is one of our mixins, which take
+    their own views)."""
+    overridden = [m for m in methods if getattr(type(planner), m) is not getattr(base, m)]
+    if not overridden:
         return _Viewer(any_managed=False)
     if not isinstance(planner, mixin):
         name, what = type(planner).__qualname__, "saves" if base is DefaultSavePlanner else "loads"
-        _say_once(f"{method}:{name}", "info", f"planner {name} overrides {method}: its {what} take no automatic "
-                  f"zero-copy views (put uvmchunk.dcp.{mixin.__name__} first in its bases to add them)")
+        _say_once(f"{overridden[0]}:{name}", "info", f"planner {name} overrides {overridden[0]}: its {what} take "
+                  f"no automatic zero-copy views (put uvmchunk.dcp.{mixin.__name__} first in its bases to add them)")
     return None
 
 
@@ -330,16 +354,18 @@ def release_host_cache(device: Optional[int] = None) -> None:
     (a save's power-of-two staging blocks, lazily served or really pinned). Blocks in use, or whose
     copies are still in flight, stay: the allocator's empty_cache releases only free blocks whose
     recorded events completed (aten/src/ATen/core/CachingHostAllocator.h). So that a save's last
-    blocks count as free, `device` (the one the save ran on) is synchronised first, in relaxed
-    capture mode; and a save's staged CPU tensors, still referenced from reference cycles when it
-    returns (seen with PyTorch 2.11's FileSystemWriter), are collected first."""
+    blocks count as free, the work queued on `device`'s current stream (where DCP copied) is
+    waited for first; and a save's staged CPU tensors, still referenced from reference cycles when
+    it returns (seen with PyTorch 2.11's FileSystemWriter), are collected first. Both the wait and
+    the release (cudaFreeHost) run in relaxed capture mode."""
     if not (torch.cuda.is_initialized() and hasattr(torch._C, "_host_emptyCache")):
         return
     rt = _rt()
-    if rt is not None:
-        rt.synchronize(torch.cuda.current_device() if device is None else device)
-    gc.collect()
-    torch._C._host_emptyCache()
+    with rt.relaxed() if rt is not None else contextlib.nullcontext():
+        if rt is not None:
+            rt.wait_current_stream(torch.cuda.current_device() if device is None else device)
+        gc.collect()
+        torch._C._host_emptyCache()
 
 
 def _patched(orig: Any, wrapper: Any) -> Any:
@@ -350,31 +376,73 @@ def _patched(orig: Any, wrapper: Any) -> Any:
     return out
 
 
+_scope = threading.local()  # .auto: this thread is inside a wrapped dcp.save / dcp.load that may take views
+_ASYNC_EXECUTORS = ("torch.distributed.checkpoint._async_thread_executor",
+                    "torch.distributed.checkpoint._async_process_executor")
+
+
+def _views_allowed(storage: Any) -> bool:
+    """Automatic views only with PyTorch's file system storage (also what checkpoint_id alone
+    makes), which writes or reads every item before dcp.save / dcp.load returns. A storage of
+    another kind may keep what resolve_data returned past the call (an asynchronous writer), and a
+    live view of a table would then be written torn."""
+    from torch.distributed.checkpoint import FileSystemReader, FileSystemWriter
+
+    if storage is None or isinstance(storage, (FileSystemWriter, FileSystemReader)):
+        return True
+    name = type(storage).__qualname__
+    _say_once(f"storage:{name}", "info", f"storage {name} is not PyTorch's FileSystemWriter / FileSystemReader: "
+              "its checkpoints take no automatic zero-copy views")
+    return False
+
+
+def _release_quietly(device: Optional[int]) -> None:
+    """release_host_cache for the automatic path: a failure is said, never raised into a save that
+    completed."""
+    try:
+        release_host_cache(device)
+    except Exception as e:  # noqa: BLE001
+        _say_once(f"release:{type(e).__name__}", "warn", f"host cache not released after a checkpoint "
+                  f"({type(e).__name__}: {e})")
+
+
 def install_auto_views(views: bool = True) -> None:
     """Patches torch.distributed.checkpoint in this process (idempotent; the originals stay reachable
     as ``__wrapped__``). Always: save / async_save / load release the host allocator's cached free
-    blocks when they return (an async save: when its staging completed), so nothing page-locked or
-    lazily committed is held between checkpoints. With `views`: DefaultSavePlanner.resolve_data and
-    DefaultLoadPlanner.resolve_tensor (the documented extension points) hand DCP exact-size CPU views
-    of eligible managed tensors, for PyTorch's default planners and every subclass that does not
-    override them; set_up_planner starts each save or load afresh."""
+    blocks when they return, also when they raise (an async save: when its staging and its upload
+    completed; the save that PyTorch's async executor runs on its own thread leaves that to them),
+    so nothing page-locked or lazily committed is held between checkpoints. With `views`:
+    DefaultSavePlanner.resolve_data and DefaultLoadPlanner.resolve_tensor (the documented extension
+    points) hand DCP exact-size CPU views of eligible managed tensors, for PyTorch's default planners
+    and every subclass that does not override them, inside a dcp.save / dcp.load with PyTorch's file
+    system storage; set_up_planner starts each save or load afresh."""
     from torch.distributed import checkpoint as dcp_pkg
     from torch.distributed.checkpoint import state_dict_loader, state_dict_saver
 
     if getattr(state_dict_saver.save, "_uvmchunk", False):
         return
 
-    def wrap_entry(module: Any, name: str, base: type, after: Any) -> None:
+    def wrap_entry(module: Any, name: str, base: type, storage_key: str, after: Any) -> None:
         orig = getattr(module, name, None)
         if orig is None:
             return
 
         def entry(*args: Any, **kwargs: Any) -> Any:
             _note_planner(kwargs.get("planner"), base)
+            # the caller's device, asked on the caller's thread (a new thread's current device is 0)
             device = torch.cuda.current_device() if torch.cuda.is_initialized() else None
-            result = orig(*args, **kwargs)
-            after(result, device)
-            return result
+            by_executor = sys._getframe(1).f_globals.get("__name__") in _ASYNC_EXECUTORS
+            outer = getattr(_scope, "auto", False)
+            _scope.auto = (views and name != "async_save" and not by_executor  # staged copies: no views
+                           and _views_allowed(kwargs.get(storage_key)))
+            result = None
+            try:
+                result = orig(*args, **kwargs)
+                return result
+            finally:
+                _scope.auto = outer
+                if not by_executor:
+                    after(result, device)
 
         new = _patched(orig, entry)
         setattr(module, name, new)
@@ -382,43 +450,45 @@ def install_auto_views(views: bool = True) -> None:
             setattr(dcp_pkg, name, new)
 
     def after_save(_: Any, device: Optional[int]) -> None:
-        release_host_cache(device)
+        _release_quietly(device)
 
     def after_async_save(result: Any, device: Optional[int]) -> None:
         # AsyncSaveResponse (2.9+): staging may still go on; else a Future of the upload, with the
         # staging completed before async_save returned. Blocks the upload used are freed at its end.
         staging = getattr(result, "staging_completion", None)
         if staging is not None:
-            staging.add_done_callback(lambda _f: release_host_cache(device))
+            staging.add_done_callback(lambda _f: _release_quietly(device))
         else:
-            release_host_cache(device)
+            _release_quietly(device)
         upload = getattr(result, "upload_completion", result)
         if hasattr(upload, "add_done_callback"):
-            upload.add_done_callback(lambda _f: release_host_cache(device))
+            upload.add_done_callback(lambda _f: _release_quietly(device))
 
-    wrap_entry(state_dict_saver, "save", DefaultSavePlanner, after_save)
-    wrap_entry(state_dict_saver, "async_save", DefaultSavePlanner, after_async_save)
-    wrap_entry(state_dict_loader, "load", DefaultLoadPlanner, after_save)
+    wrap_entry(state_dict_saver, "save", DefaultSavePlanner, "storage_writer", after_save)
+    wrap_entry(state_dict_saver, "async_save", DefaultSavePlanner, "storage_writer", after_async_save)
+    wrap_entry(state_dict_loader, "load", DefaultLoadPlanner, "storage_reader", after_save)
     if not views:
         return
 
-    for cls, resolve, view, mixin in ((DefaultSavePlanner, "resolve_data", "save_view", ZeroCopySaveMixin),
-                                      (DefaultLoadPlanner, "resolve_tensor", "load_view", ZeroCopyLoadMixin)):
+    def patch(cls: type, resolve: str, methods: tuple[str, ...], mixin: type, on_save: bool) -> None:
         orig_setup, orig_resolve = cls.set_up_planner, getattr(cls, resolve)
 
-        def set_up_planner(self: Any, *args: Any, _orig: Any = orig_setup, _cls: type = cls, _resolve: str = resolve,
-                           _mixin: type = mixin, **kwargs: Any) -> None:
-            _orig(self, *args, **kwargs)
-            self.__dict__["_uvmchunk_auto"] = _auto_viewer(self, _cls, _resolve, _mixin)
+        def set_up_planner(self: Any, *args: Any, **kwargs: Any) -> None:
+            orig_setup(self, *args, **kwargs)
+            viewer = _auto_viewer(self, cls, methods, mixin) if getattr(_scope, "auto", False) else None
+            self.__dict__["_uvmchunk_auto"] = viewer
 
-        def resolved(self: Any, item: Any, _orig: Any = orig_resolve, _view: str = view) -> Any:
-            obj = _orig(self, item)
+        def resolved(self: Any, *args: Any, **kwargs: Any) -> Any:  # the caller's own argument names
+            obj = orig_resolve(self, *args, **kwargs)
             viewer = self.__dict__.get("_uvmchunk_auto")
             if viewer is None:
                 return obj
-            return viewer.save_view(self, obj) if _view == "save_view" else viewer.load_view(obj)
+            return viewer.save_view(self, obj) if on_save else viewer.load_view(obj)
 
         cls.set_up_planner = _patched(orig_setup, set_up_planner)
         setattr(cls, resolve, _patched(orig_resolve, resolved))
+
+    patch(DefaultSavePlanner, "resolve_data", ("resolve_data",), ZeroCopySaveMixin, True)
+    patch(DefaultLoadPlanner, "resolve_tensor", ("resolve_tensor", "commit_tensor"), ZeroCopyLoadMixin, False)
     _say_once("installed", "info", "torch.distributed.checkpoint: default planners hand DCP zero-copy views of "
               "managed tensors that prefer the CPU; host cache released after each save")

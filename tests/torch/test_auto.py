@@ -57,13 +57,16 @@ def test_auto_matches_the_planner_and_holds_nothing(tmp_path):
 
 def test_no_views_when_switched_off(tmp_path):
     """TORCH_DEVICE_BACKEND_AUTOLOAD=0 and dcp_views = off: the save takes the preload library's copy
-    path (split copies), reloads equal, and says nothing."""
+    path (split copies), reloads equal, and says nothing; enabled = off: no views either."""
     for name, lib_env, extra in (("autoload0", AUTO, {"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}), ("off", OFF, None)):
         r = planner_run(tmp_path, name, "auto", True, lib_env, extra)
         res = r.result
         assert res["save_views"] == 0 and res["load_views"] == 0, r.describe()
         assert r.stats and r.stats[-1][0] >= 1, r.describe()  # the copies were split instead
         assert "Traceback" not in r.err, r.describe()
+    # enabled = off passes everything through, the package's views included
+    r = planner_run(tmp_path, "disabled", "auto", True, dict(AUTO, UVMCHUNK_ENABLED="off"))
+    assert r.result["save_views"] == 0 and r.result["load_views"] == 0, r.describe()
 
 
 def test_auto_async_save_locks_nothing(tmp_path):
@@ -85,6 +88,10 @@ def test_auto_edges(tmp_path):
     assert res["small_first"] == {"table": True, "a_small_view": False}, r.describe()
     assert res["reload_equal"] is True, r.describe()
     assert res["pinned_in_use_survives"] is True, r.describe()
+    assert res["keywords_views"] == 0 and res["committing_views"] == 0, r.describe()
+    assert res["commit_equal"] is True, r.describe()
+    assert r.err.count("Committing overrides commit_tensor") == 1, r.describe()
+    assert r.err.count("OtherStorage is not PyTorch's FileSystemWriter") == 1, r.describe()
 
 
 def test_torchrun_two_ranks_auto(tmp_path):

@@ -504,7 +504,9 @@ def body_auto_edges(a):
     """The automatic path's choices, in one process with the library and the package: a planner of
     the user's own derived from DefaultSavePlanner gets views; one that overrides resolve_data is
     left untouched; a small view of a table listed (and resolved) before the table leaves the table
-    on the view path; a pinned tensor in use survives the release after a save."""
+    on the view path; a pinned tensor in use survives the release after a save; keyword arguments
+    reach the patched methods; a load planner overriding commit_tensor, and a storage writer that is
+    not PyTorch's FileSystemWriter, get no views."""
     import warnings
     warnings.filterwarnings("ignore")
     import torch.distributed.checkpoint as dcp
@@ -546,9 +548,40 @@ def body_auto_edges(a):
             "table": torch.zeros(table.shape, dtype=table.dtype)}
     dcp.load(back, checkpoint_id=path, no_dist=True)
     reload_equal = torch.equal(back["table"], table.cpu()) and torch.equal(back["a_small_view"], small.cpu())
+    # PyTorch's keyword names reach the patched methods; a load planner whose commit_tensor expects
+    # what resolve_tensor returned, and a storage other than PyTorch's file system, get no views
+    from torch.distributed.checkpoint import FileSystemWriter, StorageWriter
+    from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner
+
+    class Keywords(DefaultSavePlanner):
+        def resolve_data(self, write_item):
+            return super().resolve_data(write_item=write_item)
+
+    class Committing(DefaultLoadPlanner):
+        def commit_tensor(self, read_item, tensor):
+            super().commit_tensor(read_item, tensor)
+
+    fs = FileSystemWriter(os.path.join(a.dir, "other_storage"))
+
+    class OtherStorage(StorageWriter):  # delegates everything to a FileSystemWriter
+        def __getattribute__(self, name):
+            return getattr(fs, name) if not name.startswith("__") else object.__getattribute__(self, name)
+
+    for m in StorageWriter.__abstractmethods__:
+        setattr(OtherStorage, m, None)
+    OtherStorage.__abstractmethods__ = frozenset()
+    before = views_taken()
+    dcp.save({"t": table}, checkpoint_id=os.path.join(a.dir, "keywords"), planner=Keywords(), no_dist=True)
+    back = {"t": cuda_from(torch.zeros(table.shape, dtype=table.dtype), managed=True)}
+    dcp.load(back, checkpoint_id=os.path.join(a.dir, "keywords"), planner=Committing(), no_dist=True)
+    commit_equal = torch.equal(back["t"].cpu(), table.cpu())
+    dcp.save({"t": table}, storage_writer=OtherStorage(), no_dist=True)
+    after = views_taken()
     result(own_subclass_views=out["own_subclass_views"], overriding_views=out["overriding_views"] + out["overriding_again"],
            small_first=viewed, reload_equal=reload_equal,
-           pinned_in_use_survives=pinned.is_pinned() and torch.equal(pinned, pattern(1 << 20, 96)))
+           pinned_in_use_survives=pinned.is_pinned() and torch.equal(pinned, pattern(1 << 20, 96)),
+           keywords_views=after["save"] - before["save"], committing_views=after["load"] - before["load"],
+           commit_equal=commit_equal)
 
 
 def main():
