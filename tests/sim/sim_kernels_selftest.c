@@ -10,6 +10,7 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
+#include "sim_selftest_check.h"
 #include "uvmsim.h"
 
 /* what nvcc's host code calls (crt/host_runtime.h, crt/device_functions.h) */
@@ -22,17 +23,6 @@ cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t k, dim3 g, dim3 b, void **args,
 cudaError_t cudaLaunchKernel_ptsz(const void *f, dim3 g, dim3 b, void **args, size_t shm, cudaStream_t s);
 CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                              unsigned shm, CUstream h, void **params, void **extra);
-
-static int g_fail;
-#define EQ(a, b)                                                                                       \
-    do {                                                                                               \
-        long long a_ = (long long)(a), b_ = (long long)(b);                                            \
-        if (a_ != b_) {                                                                                \
-            fprintf(stderr, "%s:%d: %s == %lld, expected %s == %lld\n", __FILE__, __LINE__, #a, a_, #b, b_); \
-            g_fail++;                                                                                  \
-        }                                                                                              \
-    } while (0)
-#define CHECK(c) EQ(!!(c), 1)
 
 /* Host stubs: only their addresses matter (registered like nvcc's, launched by address). */
 static void plain_stub(void) {}

@@ -15,27 +15,12 @@
 #include <cuda_runtime_api.h>
 
 #include "sim_cudart12.h"
+#include "sim_selftest_check.h"
 #include "uvmsim.h"
 
 /* declared by the header only under CUDA_API_PER_THREAD_DEFAULT_STREAM */
 cudaError_t cudaLaunchHostFunc_ptsz(cudaStream_t stream, cudaHostFn_t fn, void *userData);
 
-static int g_fail;
-#define CHECK(c)                                                                                       \
-    do {                                                                                               \
-        if (!(c)) {                                                                                    \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c);                      \
-            g_fail++;                                                                                  \
-        }                                                                                              \
-    } while (0)
-#define EQ(a, b)                                                                                       \
-    do {                                                                                               \
-        long long a_ = (long long)(a), b_ = (long long)(b);                                            \
-        if (a_ != b_) {                                                                                \
-            fprintf(stderr, "%s:%d: %s == %lld, expected %s == %lld\n", __FILE__, __LINE__, #a, a_, #b, b_); \
-            g_fail++;                                                                                  \
-        }                                                                                              \
-    } while (0)
 
 #define MIB ((size_t)1 << 20)
 
