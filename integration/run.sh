@@ -124,7 +124,7 @@ if [ "$backend" = gpu ]; then
     [ -z "$torch_why" ] || skip "GPU present, but $torch_why; \`bash tools/setup.sh torch\` makes a venv with PyTorch (or set UVMC_PYTHON)"
 else
     [ -z "$torch_why" ] || skip "no GPU (nvidia-smi -L lists none) and $torch_why; \`bash tools/setup.sh torch\` makes a venv with PyTorch (or set UVMC_PYTHON)"
-    $sim_ok || skip "no GPU, and the simulated runtime is not built ($build/sim/libcudart.so.13 missing; build with UVMC_BUILD_TESTS=ON)"
+    $sim_ok || skip "no GPU, and the simulated runtime is not built ($build/sim/libcudart.so.13 missing): bash tools/demo.sh builds it"
 fi
 
 for f in libuvmchunk.so uvmchunk-run uvmchunk-demo integration/managed_alloc.so; do

@@ -99,7 +99,7 @@ def status() -> tuple[bool, str]:
     if not any(ep.value.startswith(__name__ + ":") for ep in entries):
         return False, "the uvmchunk package is not installed in this Python (pip install it: its entry point is missing)"
     if not loaded_library():
-        return False, f"{_LIB} is not loaded in this process (run the job under uvmchunk-run, or LD_PRELOAD it)"
+        return False, f"{_LIB} is not loaded in this process: run the job under uvmchunk-run, or LD_PRELOAD it"
     if configuration().get("enabled", "on") != "on":
         return False, "enabled = off in the configuration"
     if configuration().get("dcp_views", "on") != "on":
