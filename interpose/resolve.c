@@ -134,7 +134,8 @@ bool uvmc_resolve_real(void)
 #define UVMC_RESOLVE_INTERPOSED(name, proto, lib) UVMC_RESOLVE_##lib(name)
 #define UVMC_RESOLVE_DRIVER(name)                                                        \
     if (!uvmc_real.name)                                                                \
-        *(void **)&uvmc_real.name = uvmc_resolve_name(#name, uvmc_driver_sonames, NULL); \
+        __atomic_store_n((void **)&uvmc_real.name, uvmc_resolve_name(#name, uvmc_driver_sonames, NULL), \
+                         __ATOMIC_RELEASE);                                             \
     all = all && uvmc_real.name;
 #define UVMC_RESOLVE_RUNTIME(name)
     UVMC_INTERPOSED(UVMC_RESOLVE_INTERPOSED)
@@ -157,7 +158,7 @@ static void uvmc_rt_resolve_locked(struct uvmc_rt *rt)
 #define UVMC_RESOLVE_INTERPOSED(name, proto, lib) UVMC_RESOLVE_##lib(name)
 #define UVMC_RESOLVE_RUNTIME(name)                                                       \
     if (!rt->name)                                                                      \
-        *(void **)&rt->name = uvmc_resolve_name(#name, sonames, rt->node);
+        __atomic_store_n((void **)&rt->name, uvmc_resolve_name(#name, sonames, rt->node), __ATOMIC_RELEASE);
 #define UVMC_RESOLVE_DRIVER(name)
     UVMC_INTERPOSED(UVMC_RESOLVE_INTERPOSED)
 #undef UVMC_RESOLVE_DRIVER

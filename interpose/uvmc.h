@@ -141,11 +141,16 @@ bool uvmc_is_ours(void *fn);
 /* Logs once that the real `name` cannot be found; the wrapper then fails the call. */
 void uvmc_report_missing(const char *name);
 
+/* A real function pointer, read where another thread may be resolving it: an acquire load that
+ * pairs with the release store of resolve.c (each is written once, NULL to found, under its lock),
+ * so the plain call through it that follows happens after the write. */
+#define UVMC_LOADED(field) __atomic_load_n(&(field), __ATOMIC_ACQUIRE)
+
 /* Start of every driver wrapper: init, then make sure the real function is there, else fail the
  * call the way a missing library would (there is nothing to pass it through to). */
 #define UVMC_REAL_OR_RETURN(name, missing)                                               \
     uvmc_init();                                                                         \
-    if (UVMC_UNLIKELY(!uvmc_real.name) && !uvmc_resolve_real() && !uvmc_real.name) {     \
+    if (UVMC_UNLIKELY(!UVMC_LOADED(uvmc_real.name)) && !uvmc_resolve_real() && !uvmc_real.name) { \
         uvmc_report_missing(#name);                                                      \
         return missing;                                                                  \
     }
@@ -154,7 +159,8 @@ void uvmc_report_missing(const char *name);
 #define UVMC_RT_OR_RETURN(name, missing)                                                       \
     uvmc_init();                                                                               \
     const struct uvmc_rt *rt = &UVMC_RT_TABLE;                                                  \
-    if (UVMC_UNLIKELY(!rt->name) && !(rt = uvmc_rt_fallback(&UVMC_RT_TABLE, offsetof(struct uvmc_rt, name)))) { \
+    if (UVMC_UNLIKELY(!UVMC_LOADED(rt->name)) &&                                               \
+        !(rt = uvmc_rt_fallback(&UVMC_RT_TABLE, offsetof(struct uvmc_rt, name)))) {           \
         uvmc_report_missing(#name);                                                            \
         return missing;                                                                        \
     }

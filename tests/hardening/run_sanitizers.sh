@@ -35,7 +35,7 @@ asan)
     ASAN_OPTIONS=verify_asan_link_order=0:detect_leaks=0:abort_on_error=1 \
     UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 HARDEN_SECONDS=2 \
         ctest --test-dir "$out/asan" --output-on-failure -j "$jobs" \
-        -E 'no_cuda_processes|demo|bench_smoke|rtld_local|torch_' || status=1
+        -E 'no_cuda_processes|demo|bench_|rtld_local|torch_|readme' || status=1
     ;;
 tsan)
     say "ThreadSanitizer"
