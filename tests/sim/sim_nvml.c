@@ -95,19 +95,20 @@ EXPORT nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char *id, nvmlDevice_
 }
 EXPORT nvmlReturn_t nvmlDeviceGetHandleByPciBusId(const char *id, nvmlDevice_t *d) { return nvmlDeviceGetHandleByPciBusId_v2(id, d); }
 EXPORT nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t d, unsigned int *i) { NEED_DEV(d); if (!i) return NVML_ERROR_INVALID_ARGUMENT; *i = 0; return NVML_SUCCESS; }
+/* NVML's string getters: the whole string with its NUL, or INSUFFICIENT_SIZE. */
+static nvmlReturn_t copy_string(char *s, unsigned int n, const char *v, size_t size) {
+    if (!s) return NVML_ERROR_INVALID_ARGUMENT;
+    if (n < size) return NVML_ERROR_INSUFFICIENT_SIZE;
+    memcpy(s, v, size);
+    return NVML_SUCCESS;
+}
 EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t d, char *s, unsigned int n) {
     NEED_DEV(d);
-    if (!s) return NVML_ERROR_INVALID_ARGUMENT;
-    if (n < sizeof g_uuid) return NVML_ERROR_INSUFFICIENT_SIZE;
-    memcpy(s, g_uuid, sizeof g_uuid);
-    return NVML_SUCCESS;
+    return copy_string(s, n, g_uuid, sizeof g_uuid);
 }
 EXPORT nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t d, char *s, unsigned int n) {
     NEED_DEV(d);
-    if (!s) return NVML_ERROR_INVALID_ARGUMENT;
-    if (n < sizeof g_name) return NVML_ERROR_INSUFFICIENT_SIZE;
-    memcpy(s, g_name, sizeof g_name);
-    return NVML_SUCCESS;
+    return copy_string(s, n, g_name, sizeof g_name);
 }
 EXPORT nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t d, int *major, int *minor) {
     NEED_DEV(d);
