@@ -6,7 +6,7 @@ PyTorch (>= 2.5) calls every entry point of the group ``torch.backends`` at the 
 ``torch.distributed.checkpoint``, and only in a process where libuvmchunk.so is loaded: importing
 DCP while torch is half imported breaks (pytorch/torch-spyre#2925), so nothing of it is touched
 before the program imports it. When it is imported, and the configuration's ``dcp_views`` is on,
-``uvmchunk.dcp.install_auto_views`` patches the two documented extension points of PyTorch's
+``uvmchunk._auto.install_auto_views`` patches the two documented extension points of PyTorch's
 default planners and the save entry points (see there). ``status`` says whether that happens in
 this interpreter, and why not; ``python -m uvmchunk`` prints it.
 """
@@ -16,66 +16,13 @@ import importlib.abc
 import importlib.machinery
 import importlib.util
 import os
-import subprocess
 import sys
-from typing import Optional
+
+from ._config import LIB, configuration, loaded_library, log
 
 TARGET = "torch.distributed.checkpoint"
-_LIB = "libuvmchunk.so"
 _HOOK_ENV = "_UVMCHUNK_DCP_HOOK_PID"  # the pid whose torch import installed the hook (read by the library;
 # not a UVMCHUNK_* name, which the configuration would take for a key)
-
-
-def loaded_library() -> Optional[str]:
-    """Path of the libuvmchunk.so mapped into this process (LD_PRELOAD, /etc/ld.so.preload), or None."""
-    try:
-        with open("/proc/self/maps") as f:
-            for line in f:
-                path = line.rstrip("\n").split(None, 5)[-1]
-                if os.path.basename(path) == _LIB:
-                    return path
-    except OSError:
-        pass
-    return None
-
-
-_config: Optional[dict[str, str]] = None
-
-
-def configuration() -> dict[str, str]:
-    """The library's configuration in this environment, key -> value as the library spells it, read
-    once by the library's own parser (the ``uvmchunk-config`` helper next to the loaded library, else
-    next to the package's). Empty when the helper cannot be run."""
-    global _config
-    if _config is None:
-        _config = {}
-        dirs = [os.path.dirname(p) for p in (loaded_library(),) if p]
-        try:
-            from . import library_path
-            dirs.append(os.path.dirname(library_path()))
-        except FileNotFoundError:
-            pass
-        for d in dirs:
-            helper = os.path.join(d, "uvmchunk-config")
-            if not os.access(helper, os.X_OK):
-                continue
-            try:
-                out = subprocess.run([helper], capture_output=True, text=True, timeout=30).stdout
-            except (OSError, subprocess.SubprocessError):
-                continue
-            for line in out.splitlines():
-                if line.startswith("configuration: "):
-                    _config = dict(kv.split("=", 1) for kv in line[len("configuration: "):].split() if "=" in kv)
-                    return _config
-    return _config
-
-
-def log(level: str, message: str) -> None:
-    """One ``uvmchunk:`` line on stderr when the configuration's log_level shows `level`."""
-    order = ("error", "warn", "info", "debug")
-    shown = configuration().get("log_level", "warn")
-    if order.index(level) <= (order.index(shown) if shown in order else 1):
-        print(f"uvmchunk: {message}", file=sys.stderr, flush=True)
 
 
 def status() -> tuple[bool, str]:
@@ -99,7 +46,7 @@ def status() -> tuple[bool, str]:
     if not any(ep.value.startswith(__name__ + ":") for ep in entries):
         return False, "the uvmchunk package is not installed in this Python (pip install it: its entry point is missing)"
     if not loaded_library():
-        return False, f"{_LIB} is not loaded in this process: run the job under uvmchunk-run, or LD_PRELOAD it"
+        return False, f"{LIB} is not loaded in this process: run the job under uvmchunk-run, or LD_PRELOAD it"
     if configuration().get("enabled", "on") != "on":
         return False, "enabled = off in the configuration"
     if configuration().get("dcp_views", "on") != "on":
@@ -139,7 +86,7 @@ def _install() -> None:
     """Installs the release of the host cache after saves, and the views unless dcp_views is off;
     never fails the program's import."""
     try:
-        from .dcp import install_auto_views
+        from ._auto import install_auto_views
         if configuration().get("enabled", "on") != "on":
             return  # enabled = off: everything passes through, the Python side included
         views = configuration().get("dcp_views", "on") == "on"

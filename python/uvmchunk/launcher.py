@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from typing import Optional, Sequence
+from typing import NoReturn, Optional, Sequence
 
 from . import __version__, library_path, preload_env
 
@@ -29,7 +29,7 @@ is not started (exit 2).
   --version         the version"""
 
 
-def _fail(msg: str, code: int = 2) -> "NoReturn":  # noqa: F821  (typing only)
+def _fail(msg: str, code: int = 2) -> NoReturn:
     """One line on stderr, prefixed like the library's own messages, then exit `code`."""
     print(f"uvmchunk: {msg}", file=sys.stderr)
     sys.exit(code)

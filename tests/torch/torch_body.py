@@ -372,7 +372,7 @@ def body_planner(a):
     # A strided view is never taken as a view (DCP's copy of one needs a kernel, which the
     # simulator cannot run: checked on the planner's test alone).
     grid = cuda_from(pattern(1 << 20, 52), managed=True).view(1024, 1024)
-    from uvmchunk.dcp import _Viewer
+    from uvmchunk._views import Viewer as _Viewer
     strided_taken = _Viewer(False).eligible(grid[::2])
     expect["no_cpu_pref"] = pattern(2 << 20, 53)
     state["no_cpu_pref"] = cuda_from(expect["no_cpu_pref"], managed=True)
@@ -470,7 +470,9 @@ def body_planner_edges(a):
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.default_planner import DefaultSavePlanner
-    from uvmchunk.dcp import ZeroCopySaveMixin, ZeroCopySavePlanner, _Runtime, _Viewer
+    from uvmchunk.dcp import ZeroCopySaveMixin, ZeroCopySavePlanner
+    from uvmchunk._cuda import Runtime as _Runtime
+    from uvmchunk._views import Viewer as _Viewer
     if a.mode == "no-runtime":
         _Runtime.probe = "cudaNoSuchFunction"
     with warnings.catch_warnings(record=True) as caught:

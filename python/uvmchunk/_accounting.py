@@ -1,0 +1,94 @@
+"""One accounting of what a checkpoint call moved and what host memory it cost, fed by every path
+of the package (views, direct reads, copies, spill) and read by the per-checkpoint report and the
+process totals. Imports nothing of torch.
+
+A wrapped ``dcp.save`` / ``dcp.async_save`` / ``dcp.load`` opens a ``Call`` with ``begin`` and
+closes it with ``end``; code that runs inside it, on the caller's thread or on DCP's writer and
+reader threads, adds to it with ``add``. Calls are process-wide (not thread-local): DCP resolves
+items on its own threads. A nested call (the ``save`` that ``async_save`` runs) adds to the
+innermost open call."""
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from typing import Any, Optional
+
+# Counters a Call carries, all in bytes unless named *_tensors; ``add`` takes these names.
+FIELDS = (
+    "view_tensors",          # tensors DCP wrote from, or read into, a managed table's own pages
+    "view_bytes",
+    "direct_read_bytes",     # load: bytes read from the file straight into managed pages
+    "bounce_bytes",          # load: the largest bounce buffer a scattered read used at once
+    "copied_bytes",          # tensors DCP copied to the host (its normal path)
+    "copied_pinned_bytes",   # of which into page-locked memory
+    "stock_pinned_bytes",    # what stock DCP would page-lock for the viewed tensors (power of two)
+    "spilled_bytes",         # async_save: managed bytes staged in a file-backed mapping
+)
+
+
+@dataclasses.dataclass
+class Call:
+    """One dcp.save / dcp.async_save / dcp.load. Times in seconds (time.monotonic), sizes in bytes."""
+
+    kind: str                               # "dcp.save", "dcp.async_save" or "dcp.load"
+    started: float = dataclasses.field(default_factory=time.monotonic)
+    ended: Optional[float] = None
+    counts: dict[str, int] = dataclasses.field(default_factory=lambda: dict.fromkeys(FIELDS, 0))
+    notes: dict[str, Any] = dataclasses.field(default_factory=dict)  # path-specific (spill folder, ...)
+
+    @property
+    def seconds(self) -> float:
+        return (self.ended if self.ended is not None else time.monotonic()) - self.started
+
+
+_lock = threading.Lock()
+_open: list[Call] = []
+_totals: dict[str, dict[str, int]] = {}  # kind -> field -> sum over the process's calls
+
+
+def begin(kind: str) -> Call:
+    """Opens a call; the caller must end() it (in a finally)."""
+    call = Call(kind)
+    with _lock:
+        _open.append(call)
+    return call
+
+
+def end(call: Call) -> Call:
+    """Closes `call`, adds it to the process totals, and returns it."""
+    call.ended = time.monotonic()
+    with _lock:
+        if call in _open:
+            _open.remove(call)
+        sums = _totals.setdefault(call.kind, dict.fromkeys(FIELDS, 0))
+        for k, v in call.counts.items():
+            sums[k] += v
+        sums["calls"] = sums.get("calls", 0) + 1
+    return call
+
+
+def current() -> Optional[Call]:
+    """The innermost open call, or None outside any."""
+    with _lock:
+        return _open[-1] if _open else None
+
+
+def add(field: str, n: int = 1) -> None:
+    """Adds `n` to `field` of the innermost open call (nothing outside a call)."""
+    with _lock:
+        if _open:
+            _open[-1].counts[field] += n
+
+
+def note(key: str, value: Any) -> None:
+    """Records a path-specific fact on the innermost open call (nothing outside a call)."""
+    with _lock:
+        if _open:
+            _open[-1].notes[key] = value
+
+
+def totals() -> dict[str, dict[str, int]]:
+    """kind -> field -> sum over the calls this process ended so far (a copy)."""
+    with _lock:
+        return {k: dict(v) for k, v in _totals.items()}

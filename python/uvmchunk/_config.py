@@ -1,0 +1,73 @@
+"""The library in this process, as the package sees it: whether libuvmchunk.so is loaded, the
+configuration its own parser reads, and the package's ``uvmchunk:`` log lines (shown or not by
+``log_level``). Imports nothing of torch; every other module of the package logs through here."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from typing import Optional
+
+LIB = "libuvmchunk.so"
+
+
+def loaded_library() -> Optional[str]:
+    """Path of the libuvmchunk.so mapped into this process (LD_PRELOAD, /etc/ld.so.preload), or None."""
+    try:
+        with open("/proc/self/maps") as f:
+            for line in f:
+                path = line.rstrip("\n").split(None, 5)[-1]
+                if os.path.basename(path) == LIB:
+                    return path
+    except OSError:
+        pass
+    return None
+
+
+_config: Optional[dict[str, str]] = None
+
+
+def configuration() -> dict[str, str]:
+    """The library's configuration in this environment, key -> value as the library spells it, read
+    once by the library's own parser (the ``uvmchunk-config`` helper next to the loaded library, else
+    next to the package's). Empty when the helper cannot be run."""
+    global _config
+    if _config is None:
+        _config = {}
+        dirs = [os.path.dirname(p) for p in (loaded_library(),) if p]
+        try:
+            from . import library_path
+            dirs.append(os.path.dirname(library_path()))
+        except FileNotFoundError:
+            pass
+        for d in dirs:
+            helper = os.path.join(d, "uvmchunk-config")
+            if not os.access(helper, os.X_OK):
+                continue
+            try:
+                out = subprocess.run([helper], capture_output=True, text=True, timeout=30).stdout
+            except (OSError, subprocess.SubprocessError):
+                continue
+            for line in out.splitlines():
+                if line.startswith("configuration: "):
+                    _config = dict(kv.split("=", 1) for kv in line[len("configuration: "):].split() if "=" in kv)
+                    return _config
+    return _config
+
+
+def log(level: str, message: str) -> None:
+    """One ``uvmchunk:`` line on stderr when the configuration's log_level shows `level`."""
+    order = ("error", "warn", "info", "debug")
+    shown = configuration().get("log_level", "warn")
+    if order.index(level) <= (order.index(shown) if shown in order else 1):
+        print(f"uvmchunk: {message}", file=sys.stderr, flush=True)
+
+
+_said: set[str] = set()
+
+
+def say_once(key: str, level: str, message: str) -> None:
+    """log(level, message) the first time `key` is said in this process."""
+    if key not in _said:
+        _said.add(key)
+        log(level, message)

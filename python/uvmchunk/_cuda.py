@@ -1,0 +1,120 @@
+"""The CUDA runtime PyTorch is bound to, asked through ctypes for what PyTorch does not expose:
+pointer and range attributes of managed memory, device attributes, the stream-capture mode. Every
+query of the package's own goes through here."""
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import warnings
+from collections.abc import Iterator
+from typing import Optional
+
+import torch
+
+_MANAGED = 3                 # cudaMemoryTypeManaged
+_PREFERRED_LOCATION = 2      # cudaMemRangeAttributePreferredLocation
+_CONCURRENT_MANAGED = 89     # cudaDevAttrConcurrentManagedAccess
+_CPU = -1                    # cudaCpuDeviceId
+_CAPTURE_RELAXED = 2         # cudaStreamCaptureModeRelaxed
+
+
+class Runtime:
+    """The CUDA runtime PyTorch is bound to, asked through ctypes. It is looked up the way the
+    dynamic linker bound libtorch_cuda.so's calls: the global scope first (LD_PRELOAD, objects
+    loaded RTLD_GLOBAL: on the simulator, the simulated runtime), then libtorch_cuda.so's own
+    dependencies. A process may map a second libcudart (a wheel's private copy) that PyTorch never
+    calls; it is not the one asked."""
+
+    probe = "cudaMemRangeGetAttribute"  # a runtime function the library does not interpose
+
+    def __init__(self) -> None:
+        self.lib = self._find()
+        self.lib.cudaMemRangeGetAttribute.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
+                                                      ctypes.c_void_p, ctypes.c_size_t]
+        self.lib.cudaPointerGetAttributes.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+        self._cma: dict[int, bool] = {}
+
+    @classmethod
+    def _find(cls) -> ctypes.CDLL:
+        torch.cuda.init()
+        scopes = [lambda: ctypes.CDLL(None)]
+        torch_cuda = os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cuda.so")
+        scopes.append(lambda: ctypes.CDLL(torch_cuda, mode=os.RTLD_NOLOAD | os.RTLD_LAZY))
+        for scope in scopes:
+            try:
+                lib = scope()
+                getattr(lib, cls.probe)
+                return lib
+            except (OSError, AttributeError):
+                continue
+        raise RuntimeError(f"no CUDA runtime defining {cls.probe} in the global scope or libtorch_cuda.so's")
+
+    def is_managed(self, ptr: int) -> bool:
+        attrs = (ctypes.c_byte * 256)()  # struct cudaPointerAttributes: the type comes first
+        if self.lib.cudaPointerGetAttributes(attrs, ctypes.c_void_p(ptr)) != 0:
+            self.lib.cudaGetLastError()
+            return False
+        return ctypes.c_int.from_buffer(attrs, 0).value == _MANAGED
+
+    @contextlib.contextmanager
+    def relaxed(self) -> Iterator[None]:
+        """This thread in relaxed stream-capture mode: the library's own calls that may wait or
+        free page-locked memory are "potentially unsafe" ones that would invalidate another
+        thread's global-mode capture (PyTorch's default for torch.cuda.graph) (CUDA Runtime API,
+        cudaThreadExchangeStreamCaptureMode)."""
+        mode = ctypes.c_int(_CAPTURE_RELAXED)
+        exchanged = self.lib.cudaThreadExchangeStreamCaptureMode(ctypes.byref(mode)) == 0
+        try:
+            yield
+        finally:
+            if exchanged:
+                self.lib.cudaThreadExchangeStreamCaptureMode(ctypes.byref(mode))
+
+    def wait_current_stream(self, device: int) -> None:
+        """Waits, in relaxed mode, for the work queued so far on this thread's current stream of
+        `device`: an event recorded there, then waited for. DCP's own copy is ordered on that
+        stream too. Not a device synchronisation: that is invalid while any stream of the device
+        captures, in every mode (CUDA Programming Guide, "Prohibited and Unhandled Operations")."""
+        with self.relaxed():
+            event = torch.cuda.Event()
+            event.record(torch.cuda.current_stream(device))
+            event.synchronize()
+
+    def concurrent_managed_access(self, device: int) -> bool:
+        """Asked once per device; without it the planners take no view there, said once."""
+        if device not in self._cma:
+            v = ctypes.c_int(0)
+            ok = self.lib.cudaDeviceGetAttribute(ctypes.byref(v), _CONCURRENT_MANAGED, device) == 0
+            self._cma[device] = ok and v.value == 1
+            if not self._cma[device]:
+                warnings.warn(f"uvmchunk: device {device} has no concurrent managed access (the CPU may not read "
+                              "managed memory while it works): the planners take no views there", RuntimeWarning,
+                              stacklevel=4)
+        return self._cma[device]
+
+    def prefers_cpu(self, ptr: int, nbytes: int) -> bool:
+        v = ctypes.c_int(0)
+        if self.lib.cudaMemRangeGetAttribute(ctypes.byref(v), 4, _PREFERRED_LOCATION, ctypes.c_void_p(ptr), nbytes) != 0:
+            self.lib.cudaGetLastError()
+            return False
+        return v.value == _CPU
+
+
+_runtime: Optional[Runtime] = None
+_runtime_failed = False
+
+
+def rt() -> Optional[Runtime]:
+    """The runtime, or None (after one warning) when it cannot be found or loaded."""
+    global _runtime, _runtime_failed
+    if _runtime is None and not _runtime_failed:
+        try:
+            _runtime = Runtime()
+        except (OSError, RuntimeError, AttributeError) as e:
+            _runtime_failed = True
+            warnings.warn(f"uvmchunk: {e}; the planners take no views (DCP's normal path for every tensor)",
+                          RuntimeWarning, stacklevel=3)
+    return _runtime
+
+

@@ -1,0 +1,134 @@
+"""Exact-size CPU views of managed tensors that DCP reads from or writes into: which tensors are
+eligible, which of those a save takes (largest first, no byte twice), and the wait for the device
+work that wrote them. Shared by the explicit planners (uvmchunk.dcp) and the automatic path
+(uvmchunk._auto)."""
+from __future__ import annotations
+
+import bisect
+import ctypes
+import threading
+from typing import Any, Optional
+
+import torch
+
+from . import _accounting
+from ._cuda import rt
+
+def _nbytes(t: torch.Tensor) -> int:
+    return t.numel() * t.element_size()
+
+
+def _device(t: torch.Tensor) -> int:
+    return t.device.index if t.device.index is not None else torch.cuda.current_device()
+
+
+_taken = {"save": 0, "load": 0}  # views handed to DCP in this process, by every planner
+
+
+def views_taken() -> dict[str, int]:
+    """How many exact-size CPU views DCP was handed in this process so far, on save and on load, by
+    the explicit planners and the automatic path alike (for logs, tests and the harness)."""
+    return dict(_taken)
+
+
+class Viewer:
+    """Exact-size CPU views of managed tensors for one save or load, with the once-per-device wait
+    for the current stream. On save, which tensors get a view is decided once, over every tensor of the
+    planner's final plan, before the first item is resolved: among tensors that share bytes the
+    largest gets it (a small view of a table never takes the table's place because DCP happens to
+    resolve it first), and disjoint tensors each get their own (TorchRec's tables: views at
+    different offsets into one managed allocation)."""
+
+    def __init__(self, any_managed: bool) -> None:
+        self.any_managed = any_managed
+        self.synced: set[int] = set()
+        self.views = 0  # how many views were handed to DCP (for logs and tests)
+        self._chosen: Optional[frozenset[tuple[int, int]]] = None  # byte ranges [start, end) to view
+        self._handed: set[tuple[int, int]] = set()
+        self._lock = threading.Lock()  # FileSystemWriter(thread_count > 1) resolves from several threads
+
+    def eligible(self, t: Any) -> bool:
+        if (not isinstance(t, torch.Tensor) or t.device.type != "cuda" or t.layout != torch.strided
+                or t.is_quantized or t.numel() == 0 or not t.is_contiguous() or t.is_conj() or t.is_neg()):
+            return False
+        runtime = rt()
+        if runtime is None:
+            return False
+        ptr = t.data_ptr()
+        return (runtime.is_managed(ptr) and runtime.concurrent_managed_access(_device(t))
+                and (self.any_managed or runtime.prefers_cpu(ptr, _nbytes(t))))
+
+    def decide(self, candidates: list[Any]) -> None:
+        """Chooses the byte ranges to view among `candidates` (in plan order): eligible tensors,
+        largest first, each taken when it shares no byte with one taken before."""
+        ranges = [(t.data_ptr(), t.data_ptr() + _nbytes(t)) for t in candidates if self.eligible(t)]
+        order = sorted(range(len(ranges)), key=lambda i: (ranges[i][0] - ranges[i][1], i))
+        starts: list[int] = []
+        ends: list[int] = []
+        chosen = set()
+        for i in order:
+            start, end = ranges[i]
+            k = bisect.bisect_right(starts, start)
+            if (k and ends[k - 1] > start) or (k < len(starts) and starts[k] < end):
+                continue  # shares bytes with a larger tensor (or an equal one earlier in the plan)
+            starts.insert(k, start)
+            ends.insert(k, end)
+            chosen.add((start, end))
+        self._chosen = frozenset(chosen)
+
+    def save_view(self, planner: Any, obj: Any) -> Any:
+        """What resolve_data hands DCP: a view of obj when its bytes were chosen, else obj."""
+        if not isinstance(obj, torch.Tensor) or obj.device.type != "cuda" or obj.numel() == 0:
+            return obj
+        key = (obj.data_ptr(), obj.data_ptr() + _nbytes(obj))
+        with self._lock:
+            if self._chosen is None:
+                self.decide(plan_tensors(planner))
+            # a transform_object of the planner's own may hand back other memory: only the chosen
+            # bytes, once each (tied weights: the second name takes DCP's normal path)
+            if key not in self._chosen or key in self._handed or not self.eligible(obj):
+                return obj
+            self._handed.add(key)
+            return self.view(obj, "save")
+
+    def load_view(self, t: Any) -> Any:
+        if not self.eligible(t):
+            return t
+        with self._lock:
+            return self.view(t, "load")
+
+    def view(self, t: torch.Tensor, what: str) -> torch.Tensor:
+        dev = _device(t)
+        if dev not in self.synced:  # device work that wrote (or reads) the table is complete
+            runtime = rt()
+            runtime.wait_current_stream(dev) if runtime else torch.cuda.current_stream(dev).synchronize()
+            self.synced.add(dev)
+        buf = (ctypes.c_char * _nbytes(t)).from_address(t.data_ptr())
+        buf._uvmchunk_source = t  # the managed memory stays alive as long as the view does
+        self.views += 1
+        _taken[what] += 1
+        nbytes = _nbytes(t)
+        _accounting.add("view_tensors")
+        _accounting.add("view_bytes", nbytes)
+        # stock DCP stages a saved CUDA tensor in a page-locked block rounded up to a power of two
+        # (aten/src/ATen/core/CachingHostAllocator.h)
+        _accounting.add("stock_pinned_bytes", 1 << max(nbytes - 1, 0).bit_length() if what == "save" else 0)
+        return torch.frombuffer(buf, dtype=torch.uint8).view(t.dtype).reshape(t.shape)
+
+
+def plan_tensors(planner: Any) -> list[Any]:
+    """The tensors the planner's final plan writes, in plan order, as its lookup_object finds them;
+    empty when the planner has no plan (then nothing is viewed)."""
+    from torch.distributed.checkpoint.planner import WriteItemType
+
+    plan = getattr(planner, "plan", None)
+    out = []
+    for item in getattr(plan, "items", None) or ():
+        if item.type in (WriteItemType.TENSOR, WriteItemType.SHARD):
+            try:
+                out.append(planner.lookup_object(item.index))
+            except (KeyError, ValueError, IndexError):
+                continue
+    return out
+
+
