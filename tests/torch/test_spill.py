@@ -160,16 +160,16 @@ def test_tmpfs_refused_and_no_room(folders, mounts):
 
 
 def test_upload_failing_after_a_spill(folders, mounts):
-    """The checkpoint on a 8 MiB tmpfs (refused as the spill folder: TMPDIR takes the spill): the
-    upload fails with ENOSPC, through the future, as stock's does; nothing is left in TMPDIR, and
-    the tables hold what they held."""
+    """The checkpoint on a 8 MiB tmpfs, the spill in a folder on disk: the upload fails (ENOSPC in
+    its writes), through the future, as stock's does; nothing is left in the spill folder, and the
+    tables hold what they held."""
     d = folders("uvmc-spill-enospc-")
     tmp = os.path.join(d, "tmpdir")
     os.makedirs(tmp)
     errors = {}
     for with_lib in (False, True):
         ck = mounts("tmpfs", f"{d}/ck{int(with_lib)}", 8)
-        r, res = spill(with_lib, ck, tmp, "--no-overwrite", extra_env={"TMPDIR": tmp})
+        r, res = spill(with_lib, ck, tmp, "--no-overwrite", lib_env={"UVMCHUNK_ASYNC_SPILL_DIR": tmp})
         assert res["error"] is not None, r.describe()
         errors[with_lib] = res["error"].split(":")[0]  # DCP's CheckpointException, wrapping the write's error
         assert all(res["tables_now"].values()), r.describe()
