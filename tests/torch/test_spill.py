@@ -50,13 +50,13 @@ def show(label, res):
 
 def assert_spilled_and_released(r, res, size):
     assert res["error"] is None, r.describe()
+    assert all(res["tables_now"].values()), r.describe()                # the rewrite after the call took
+    assert all(res["loaded"].values()), r.describe()                    # the checkpoint holds the values at the call
     assert res["spilled_bytes"] == size, r.describe()                   # the large table spilled, not the small one
     assert res["maps_during"][0] >= 1 and res["maps_during"][1] >= size, r.describe()
     assert res["names_during"] == [], r.describe()                      # unlinked: no name, even while mapped
     assert res["maps_during"][2] >= size, r.describe()                 # the copy is in those pages
     assert res["maps_after"] == [0, 0, 0], r.describe()                 # unmapped once the upload completed
-    assert all(res["tables_now"].values()), r.describe()                # the rewrite after the call took
-    assert all(res["loaded"].values()), r.describe()                    # the checkpoint holds the values at the call
 
 
 @pytest.fixture
