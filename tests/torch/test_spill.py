@@ -55,7 +55,6 @@ def assert_spilled_and_released(r, res, size):
     assert res["spilled_bytes"] == size, r.describe()                   # the large table spilled, not the small one
     assert res["maps_during"][0] >= 1 and res["maps_during"][1] >= size, r.describe()
     assert res["names_during"] == [], r.describe()                      # unlinked: no name, even while mapped
-    assert res["maps_during"][2] >= size, r.describe()                 # the copy is in those pages
     assert res["maps_after"] == [0, 0, 0], r.describe()                 # unmapped once the upload completed
 
 
@@ -178,7 +177,7 @@ def test_upload_failing_after_a_spill(folders, mounts):
         # pages are dropped at the failure, the mapping goes with the future
         assert res["maps_after"][2] == 0 and res["maps_dropped"] == [0, 0, 0], r.describe()
         if with_lib:
-            assert res["spilled_bytes"] == 64 * MIB and res["maps_during"][2] >= 64 * MIB, r.describe()
+            assert res["spilled_bytes"] == 64 * MIB and res["maps_during"][1] >= 64 * MIB, r.describe()
     assert errors[True] == errors[False], errors
 
 
@@ -195,8 +194,8 @@ def test_kill_during_the_upload_leaves_nothing(folders):
             if not line and p.poll() is not None:
                 break
         assert line.startswith("HOLDING"), p.stderr.read()[-4000:]
-        count, nbytes, resident = map(int, line.split()[1:4])
-        assert count >= 1 and nbytes >= 64 * MIB and resident >= 64 * MIB, line  # the spill is mapped while the upload waits
+        count, nbytes = map(int, line.split()[1:3])
+        assert count >= 1 and nbytes >= 64 * MIB, line  # the spill is mapped while the upload waits
         assert os.listdir(d) == []
     finally:
         p.send_signal(signal.SIGKILL)
