@@ -38,6 +38,9 @@ enum uvmc_key_id {
     UVMC_K_COPY_THREADS,
     UVMC_K_INTERCEPT_DLSYM,
     UVMC_K_DCP_VIEWS,
+    UVMC_K_ASYNC_MEMORY_BUDGET,
+    UVMC_K_ASYNC_SPILL_DIR,
+    UVMC_K_ASYNC_SPILL,
 };
 
 struct uvmc_key {
@@ -60,11 +63,16 @@ static const struct uvmc_key uvmc_keys[] = {
     {"copy_threads", UVMC_K_COPY_THREADS, UVMC_KEY_COUNT, " (1..64)"},
     {"intercept_dlsym", UVMC_K_INTERCEPT_DLSYM, UVMC_KEY_BOOL, " (on|off)"},
     {"dcp_views", UVMC_K_DCP_VIEWS, UVMC_KEY_BOOL, " (on|off)"},
+    /* read by the Python package; parsed by uvmc_set_async (the kind is unused) */
+    {"async_memory_budget", UVMC_K_ASYNC_MEMORY_BUDGET, UVMC_KEY_SIZE, " (auto or a size, e.g. 8GiB)"},
+    {"async_spill_dir", UVMC_K_ASYNC_SPILL_DIR, UVMC_KEY_SIZE, " (a folder, at most 4095 bytes, no control characters; empty: automatic)"},
+    {"async_spill", UVMC_K_ASYNC_SPILL, UVMC_KEY_SIZE, " (auto|required|off)"},
 };
 
 static const char *const uvmc_prefetch_names[] = {"none", "host", "device"};
 static const char *const uvmc_log_level_names[] = {"error", "warn", "info", "debug"};
 static const char *const uvmc_engine_names[] = {"auto", "host", "copy"};
+static const char *const uvmc_async_spill_names[] = {"auto", "required", "off"};
 
 /* ---- diagnostics ---------------------------------------------------------------------------- */
 
@@ -206,6 +214,27 @@ static void uvmc_format_current(const struct uvmc_config *cfg, enum uvmc_key_id 
     case UVMC_K_DCP_VIEWS:
         snprintf(buf, len, "%s", cfg->dcp_views ? "on" : "off");
         break;
+    case UVMC_K_ASYNC_MEMORY_BUDGET:
+        if (cfg->async_memory_budget_auto)
+            snprintf(buf, len, "auto");
+        else
+            uvmc_format_size(cfg->async_memory_budget, buf, len);
+        break;
+    case UVMC_K_ASYNC_SPILL_DIR: {
+        /* One word for `uvmchunk-config`'s line: blanks, '#', '%' and other bytes outside
+         * '!'..'~' are written %XX (python/uvmchunk/_spill.py reads it back). */
+        size_t used = 0;
+        if (len)
+            buf[0] = '\0';
+        for (const unsigned char *p = (const unsigned char *)cfg->async_spill_dir; *p && used + 4 <= len; p++) {
+            bool plain = *p > ' ' && *p < 0x7f && *p != '%' && *p != '#';
+            used += (size_t)snprintf(buf + used, len - used, plain ? "%c" : "%%%02X", *p);
+        }
+        break;
+    }
+    case UVMC_K_ASYNC_SPILL:
+        snprintf(buf, len, "%s", (unsigned)cfg->async_spill < 3 ? uvmc_async_spill_names[cfg->async_spill] : "?");
+        break;
     }
 }
 
@@ -331,6 +360,54 @@ static const struct uvmc_key *uvmc_find_key(const char *name)
     return NULL;
 }
 
+/* The async_save keys (their value syntax differs from the table's kinds): `s`/`n` the trimmed value. */
+static bool uvmc_set_async(struct uvmc_config *cfg, const struct uvmc_key *k, const char *s, size_t n,
+                           const char *where, uvmc_diag_fn diag, void *ctx)
+{
+    bool ok = false;
+    size_t sz = 0;
+    unsigned u = 0;
+    switch (k->id) {
+    case UVMC_K_ASYNC_MEMORY_BUDGET:
+        if (uvmc_word_eq(s, n, "auto")) {
+            cfg->async_memory_budget_auto = true;
+            cfg->async_memory_budget = 0;
+            return true;
+        }
+        ok = uvmc_parse_size_n(s, n, &sz);
+        if (ok) {
+            cfg->async_memory_budget_auto = false;
+            cfg->async_memory_budget = sz;
+        }
+        break;
+    case UVMC_K_ASYNC_SPILL_DIR:
+        ok = n < UVMC_SPILL_DIR_MAX;
+        for (size_t i = 0; ok && i < n; i++)
+            ok = (unsigned char)s[i] >= ' ' && s[i] != 0x7f;
+        if (ok) {
+            memcpy(cfg->async_spill_dir, s, n);
+            cfg->async_spill_dir[n] = '\0';
+        }
+        break;
+    case UVMC_K_ASYNC_SPILL:
+        ok = uvmc_parse_name_n(s, n, uvmc_async_spill_names, 3, &u);
+        if (ok)
+            cfg->async_spill = (enum uvmc_async_spill)u;
+        break;
+    default:
+        break;
+    }
+    if (!ok) {
+        char kept[3 * UVMC_SPILL_DIR_MAX], consequence[sizeof kept + 16];
+        uvmc_format_current(cfg, k->id, kept, sizeof kept);
+        snprintf(consequence, sizeof consequence, "keeping %s", *kept ? kept : "the automatic choice");
+        int shown = n > UVMC_SHOWN_VALUE_MAX ? UVMC_SHOWN_VALUE_MAX : (int)n;
+        uvmc_diagf(diag, ctx, consequence, "%s: bad value '%.*s%s' for %s%s", where, shown, s,
+                   n > UVMC_SHOWN_VALUE_MAX ? "..." : "", k->name, k->hint);
+    }
+    return ok;
+}
+
 /* ---- public API ----------------------------------------------------------------------------- */
 
 void uvmc_config_defaults(struct uvmc_config *cfg)
@@ -349,6 +426,10 @@ void uvmc_config_defaults(struct uvmc_config *cfg)
     cfg->copy_threads = UVMC_DEFAULT_COPY_THREADS;
     cfg->intercept_dlsym = false;
     cfg->dcp_views = true;
+    cfg->async_memory_budget_auto = true;
+    cfg->async_memory_budget = 0;
+    cfg->async_spill_dir[0] = '\0';
+    cfg->async_spill = UVMC_ASYNC_SPILL_AUTO;
 }
 
 bool uvmc_config_set(struct uvmc_config *cfg, const char *key, const char *value, const char *where,
@@ -378,6 +459,9 @@ bool uvmc_config_set(struct uvmc_config *cfg, const char *key, const char *value
     }
     while (n > 0 && uvmc_is_blank(s[n - 1]))
         n--;
+
+    if (k->id == UVMC_K_ASYNC_MEMORY_BUDGET || k->id == UVMC_K_ASYNC_SPILL_DIR || k->id == UVMC_K_ASYNC_SPILL)
+        return uvmc_set_async(cfg, k, s, n, where, diag, ctx);
 
     bool ok = false, b = false;
     size_t sz = 0;
@@ -430,6 +514,10 @@ bool uvmc_config_set(struct uvmc_config *cfg, const char *key, const char *value
     case UVMC_K_COPY_THREADS: cfg->copy_threads = u; break;
     case UVMC_K_INTERCEPT_DLSYM: cfg->intercept_dlsym = b; break;
     case UVMC_K_DCP_VIEWS: cfg->dcp_views = b; break;
+    case UVMC_K_ASYNC_MEMORY_BUDGET: /* uvmc_set_async */
+    case UVMC_K_ASYNC_SPILL_DIR:
+    case UVMC_K_ASYNC_SPILL:
+        break;
     }
     return true;
 }
@@ -632,7 +720,7 @@ void uvmc_config_describe(const struct uvmc_config *cfg, char *out, size_t outsz
     if (outsz)
         out[0] = '\0';
     for (size_t i = 0; i < sizeof uvmc_keys / sizeof uvmc_keys[0] && used < outsz; i++) {
-        char v[64];
+        char v[3 * UVMC_SPILL_DIR_MAX]; /* async_spill_dir, escaped */
         uvmc_format_current(cfg, uvmc_keys[i].id, v, sizeof v);
         int n = snprintf(out + used, outsz - used, "%s%s=%s", used ? " " : "", uvmc_keys[i].name, v);
         if (n < 0)

@@ -9,6 +9,8 @@
 enum uvmc_prefetch { UVMC_PREFETCH_NONE = 0, UVMC_PREFETCH_HOST, UVMC_PREFETCH_DEVICE };
 enum uvmc_log_level { UVMC_LOG_ERROR = 0, UVMC_LOG_WARN, UVMC_LOG_INFO, UVMC_LOG_DEBUG };
 enum uvmc_engine { UVMC_ENGINE_AUTO = 0, UVMC_ENGINE_HOST, UVMC_ENGINE_COPY };
+enum uvmc_async_spill { UVMC_ASYNC_SPILL_AUTO = 0, UVMC_ASYNC_SPILL_REQUIRED, UVMC_ASYNC_SPILL_OFF };
+#define UVMC_SPILL_DIR_MAX 4096    /* bytes of async_spill_dir, its NUL included */
 
 struct uvmc_config {
     bool enabled;                 /* false: every call passes through */
@@ -23,6 +25,11 @@ struct uvmc_config {
     unsigned copy_threads;        /* host threads per block of the host engine, 1..64 */
     bool intercept_dlsym;         /* static runtimes expected: warn when libuvmchunk-dlsym.so is missing */
     bool dcp_views;               /* the Python package's automatic zero-copy DCP views (read by Python only) */
+    /* dcp.async_save's spill of managed tables to a file-backed mapping (read by Python only) */
+    bool async_memory_budget_auto;        /* true: a quarter of MemAvailable at each call */
+    size_t async_memory_budget;           /* bytes of managed tensors staged in memory at most */
+    char async_spill_dir[UVMC_SPILL_DIR_MAX]; /* "": the checkpoint's folder, else TMPDIR */
+    enum uvmc_async_spill async_spill;    /* auto, required (refuse a call that cannot spill), off */
 };
 
 /* Built-in defaults (see config/uvmchunk.conf for the reasoning). */

@@ -17,7 +17,12 @@ launches a kernel (the simulator cannot run one): CUDA tensors are made with tor
 with host-to-device .copy_(), and every comparison is made on the CPU.
 
 Environment: UVMC_MANAGED_ALLOC = path of managed_alloc.so (required).
-usage: checkpoint_job.py --size BYTES [--dir DIR] [--chunk BYTES] [--mode stock|serial|planner]
+usage: checkpoint_job.py --size BYTES [--dir DIR] [--chunk BYTES] [--mode stock|serial|planner|async]
+
+--mode async saves with dcp.async_save and waits for its upload; the result line then also holds
+"async": the stall (async_save returning) and the upload's completion in seconds, the peaks of
+RssAnon, RssFile and RssShmem above their values just before the call (sampled every 5 ms), and
+the seconds of a dd of the same bytes with fsync into the checkpoint's folder, for scale.
 """
 import argparse
 import ctypes
@@ -147,6 +152,65 @@ def host_pinned_peak():
     return None
 
 
+class Sampler:
+    """Peaks of /proc/self/status fields (bytes) in a thread, every 5 ms, from start() to stop()."""
+
+    KEYS = ("RssAnon", "RssFile", "RssShmem")
+
+    def __init__(self):
+        import threading
+        self.peak = {k: 0 for k in self.KEYS}
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+
+    def sample(self):
+        for k in self.KEYS:
+            self.peak[k] = max(self.peak[k], proc_status(k) or 0)
+
+    def run(self):
+        while not self.done.is_set():
+            self.sample()
+            time.sleep(0.005)
+
+    def start(self):
+        self.base = {k: proc_status(k) or 0 for k in self.KEYS}
+        self.thread.start()
+
+    def stop(self):
+        self.done.set()
+        self.thread.join()
+        self.sample()
+        return {k: self.peak[k] - self.base[k] for k in self.KEYS}
+
+
+def async_save(dcp, state, ckpt):
+    """dcp.async_save, then its upload waited for: (figures, seconds until the upload completed)."""
+    import gc
+    import subprocess
+    sampler = Sampler()
+    sampler.start()
+    t0 = time.monotonic()
+    resp = dcp.async_save(state, checkpoint_id=ckpt)
+    stall = time.monotonic() - t0
+    getattr(resp, "upload_completion", resp).result()
+    upload = time.monotonic() - t0
+    del resp
+    time.sleep(0.5)  # the upload thread drops the staged copy just after the future completes
+    gc.collect()
+    peaks = sampler.stop()
+    left = {k: (proc_status(k) or 0) - sampler.base[k] for k in Sampler.KEYS}
+    nbytes = sum(t.numel() * t.element_size() for t in state.values())
+    target = os.path.join(ckpt, f"dd-{os.getpid()}.tmp")
+    t0 = time.monotonic()
+    subprocess.run(["dd", "if=/dev/zero", f"of={target}", "bs=1M", f"count={max(1, nbytes >> 20)}", "conv=fsync"],
+                   capture_output=True, check=False)
+    dd = time.monotonic() - t0
+    os.unlink(target) if os.path.exists(target) else None
+    return {"stall_s": stall, "upload_s": upload, "dd_s": dd, "anon_peak": peaks["RssAnon"],
+            "file_peak": peaks["RssFile"], "shmem_peak": peaks["RssShmem"], "anon_left": left["RssAnon"],
+            "file_left": left["RssFile"]}, upload
+
+
 def views_taken(what, planner):
     """Zero-copy views of this process's save or load: the explicit planner's count, else the
     automatic path's (uvmchunk.dcp, imported by the package's hook when it is active), else 0."""
@@ -162,9 +226,9 @@ def main():
     p.add_argument("--size", type=int, required=True, help="managed table bytes per rank (multiple of 1 KiB)")
     p.add_argument("--dir", help="checkpoint folder (default: a temporary folder, removed after)")
     p.add_argument("--chunk", type=int, default=8 << 20, help="fill/verify block bytes (below the copy threshold)")
-    p.add_argument("--mode", choices=("stock", "serial", "planner"), default="stock",
+    p.add_argument("--mode", choices=("stock", "serial", "planner", "async"), default="stock",
                    help="stock DCP; serial: FileSystemWriter(per_thread_copy_ahead=0); planner: uvmchunk.dcp's "
-                        "ZeroCopy planners")
+                        "ZeroCopy planners; async: dcp.async_save")
     a = p.parse_args()
     t_start = time.monotonic()
 
@@ -221,8 +285,11 @@ def main():
         peak_reset = reset_peak()
         rss_start = proc_status("VmRSS")
         t0 = time.monotonic()
-        dcp.save(state, checkpoint_id=ckpt, **save_kw)
-        out["save_s"] = time.monotonic() - t0
+        if a.mode == "async":
+            out["async"], out["save_s"] = async_save(dcp, state, ckpt)
+        else:
+            dcp.save(state, checkpoint_id=ckpt, **save_kw)
+            out["save_s"] = time.monotonic() - t0
         out["save_extra"] = proc_status("VmHWM") - rss_start if peak_reset else None
         out["rss_after_save"] = proc_status("VmRSS")
         out["held_after_save"] = out["rss_after_save"] - rss_start  # what the save left behind

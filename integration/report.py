@@ -180,6 +180,13 @@ def job_row(size, mode, rc, log, folder, note, backend, spec):
     row["pageable"] = ",".join(size_text(stats[r][4]) if r in stats else "-" for r in sorted(results)) or "-"
     row["views"] = per_rank([x.get("save_views", 0) for x in res])
     row["preload"] = ",".join("y" if x.get("preloaded") else "n" for x in res) or "-"
+    if any("async" in x for x in res):  # --mode async: the figures of the async table
+        def fig(key, fmt):
+            return per_rank([x["async"].get(key) if "async" in x else None for x in res], fmt)
+        for key in ("anon_peak", "file_peak", "shmem_peak", "anon_left", "file_left"):
+            row[key] = fig(key, signed_size)
+        for key in ("stall_s", "upload_s", "dd_s"):
+            row[key] = fig(key, lambda v: f"{v:.2f}")
     return row
 
 
@@ -272,6 +279,19 @@ def main():
           "PyTorch's host allocator (largest rank). pinned locked: " +
           ("the simulator's measured page-locked peak." if a.backend == "sim" else
            "asked minus bytes libuvmchunk served lazily (derived, ~)."))
+    async_jobs = [r for r in jobs if "stall_s" in r]
+    if async_jobs:
+        print()
+        print(f"== dcp.async_save: the stall, the upload, and what the staged copy cost per rank ({head})")
+        print(table(async_jobs, [("size", "SIZE/rank"), ("mode", "mode"), ("ok", "success"),
+                                 ("stall_s", "stall s r0,r1"), ("upload_s", "upload done s r0,r1"),
+                                 ("dd_s", "dd+fsync s r0,r1"), ("anon_peak", "anonymous peak r0,r1"),
+                                 ("file_peak", "file-backed peak r0,r1"), ("shmem_peak", "shmem peak r0,r1"),
+                                 ("pinned_locked", "pinned locked"), ("anon_left", "anonymous left r0,r1"),
+                                 ("file_left", "file-backed left r0,r1")]))
+        print("peaks and what is left: above the values just before async_save (RssAnon, RssFile, RssShmem of "
+              "/proc/self/status, sampled every 5 ms), left: once the upload completed. dd+fsync: the same "
+              "bytes written into the checkpoint's folder, for scale.")
     print()
     print(f"== engine comparison: one managed buffer (FBGEMM's advice) -> pinned destination ({head})")
     print(table(engines, [("size", "SIZE"), ("path", "path"), ("ok", "success"), ("seconds", "seconds"),

@@ -233,6 +233,8 @@ for size in "${sizes[@]}"; do
                 continue
             fi ;;
         esac
+        # the async mode's budget (issue 24: 128 MiB, well below one rank's table)
+        [ "${mode_job[$mode]}" = async ] && views_env+=(UVMCHUNK_ASYNC_MEMORY_BUDGET=128MiB)
         echo "running: $tag (limit ${limit}s; ${scaled[*]})"
         rc=0
         env "${job_env[@]}" "${lib_env[@]}" "${scaled[@]}" "${views_env[@]}" timeout -k 10 "$limit" "${cmd[@]}" >"$out/$tag.log" 2>&1 || rc=$?

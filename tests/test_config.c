@@ -20,7 +20,7 @@
 
 #define KEYS                                                                                             \
     "enabled, threshold, chunk_size, depth, prefetch, log_level, stats, pinned_threshold, engine, "      \
-    "copy_threads, intercept_dlsym, dcp_views"
+    "copy_threads, intercept_dlsym, dcp_views, async_memory_budget, async_spill_dir, async_spill"
 
 #define DIAG_KEEP 16
 struct diag_log {
@@ -284,6 +284,53 @@ START_TEST(key_effects)
     /* A bad value with no diag callback is still rejected quietly. */
     ck_assert(!uvmc_config_set(&c, "depth", "0", "t", NULL, NULL));
     ck_assert_uint_eq(c.depth, 16);
+}
+END_TEST
+
+/* The async_save keys, read by the Python package (python/uvmchunk/_spill.py): their values,
+ * their mistakes, and the describe line that carries a folder with blanks as one word. */
+START_TEST(async_keys)
+{
+    struct uvmc_config c;
+    struct diag_log log = {0};
+    char line[512 + 3 * UVMC_SPILL_DIR_MAX];
+    uvmc_config_defaults(&c);
+    ck_assert(c.async_memory_budget_auto);
+    ck_assert_str_eq(c.async_spill_dir, "");
+    ck_assert_int_eq(c.async_spill, UVMC_ASYNC_SPILL_AUTO);
+    uvmc_config_describe(&c, line, sizeof line);
+    ck_assert_ptr_nonnull(strstr(line, " async_memory_budget=auto async_spill_dir= async_spill=auto"));
+    ck_assert(uvmc_config_set(&c, "async_memory_budget", "128MiB", "t", collect, &log));
+    ck_assert(!c.async_memory_budget_auto);
+    ck_assert_uint_eq(c.async_memory_budget, (size_t)128 << 20);
+    ck_assert(uvmc_config_set(&c, "async_memory_budget", "0", "t", collect, &log));
+    ck_assert_uint_eq(c.async_memory_budget, 0);
+    ck_assert(uvmc_config_set(&c, "async_spill_dir", " /scratch/my spill%#1 ", "t", collect, &log));
+    ck_assert_str_eq(c.async_spill_dir, "/scratch/my spill%#1");
+    ck_assert(uvmc_config_set(&c, "async_spill", "REQUIRED", "t", collect, &log));
+    ck_assert_int_eq(c.async_spill, UVMC_ASYNC_SPILL_REQUIRED);
+    ck_assert_int_eq(log.n, 0);
+    uvmc_config_describe(&c, line, sizeof line);
+    ck_assert_ptr_nonnull(strstr(line, " async_memory_budget=0 async_spill_dir=/scratch/my%20spill%25%231 async_spill=required"));
+    ck_assert(!uvmc_config_set(&c, "async_memory_budget", "lots", "f.conf:2", collect, &log));
+    ck_assert_str_eq(log.line[0], "f.conf:2: bad value 'lots' for async_memory_budget (auto or a size, e.g. 8GiB); keeping 0");
+    ck_assert(!uvmc_config_set(&c, "async_spill", "maybe", "UVMCHUNK_ASYNC_SPILL", collect, &log));
+    ck_assert_str_eq(log.line[1], "UVMCHUNK_ASYNC_SPILL: bad value 'maybe' for async_spill (auto|required|off); keeping required");
+    ck_assert(!uvmc_config_set(&c, "async_spill_dir", "a\tb", "t", collect, &log));
+    ck_assert_int_eq(log.n, 3);
+    ck_assert_str_eq(c.async_spill_dir, "/scratch/my spill%#1");
+    ck_assert(uvmc_config_set(&c, "async_memory_budget", "Auto", "t", collect, &log));
+    ck_assert(c.async_memory_budget_auto);
+    ck_assert(uvmc_config_set(&c, "async_spill_dir", "", "t", collect, &log));
+    ck_assert_str_eq(c.async_spill_dir, "");
+    /* through the environment, as uvmchunk-run checks it */
+    char *envp[] = {"UVMCHUNK_CONFIG=", "UVMCHUNK_ASYNC_MEMORY_BUDGET=1G", "UVMCHUNK_ASYNC_SPILL_DIR=/var/tmp",
+                    "UVMCHUNK_ASYNC_SPILL=off", NULL};
+    uvmc_config_load(&c, envp, collect, &log);
+    ck_assert_int_eq(log.n, 3);
+    ck_assert_uint_eq(c.async_memory_budget, (size_t)1 << 30);
+    ck_assert_str_eq(c.async_spill_dir, "/var/tmp");
+    ck_assert_int_eq(c.async_spill, UVMC_ASYNC_SPILL_OFF);
 }
 END_TEST
 
@@ -688,6 +735,7 @@ static Suite *config_suite(void)
     tcase_add_loop_test(tc, key_bad, 0, (int)(sizeof bad_values / sizeof bad_values[0]));
     tcase_add_test(tc, key_effects);
     tcase_add_test(tc, messages);
+    tcase_add_test(tc, async_keys);
     tcase_add_test(tc, set_null);
     suite_add_tcase(s, tc);
 

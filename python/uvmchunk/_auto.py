@@ -12,7 +12,7 @@ from typing import Any, Optional
 import torch
 from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner, DefaultSavePlanner
 
-from . import _accounting
+from . import _accounting, _spill
 from ._config import say_once
 from .dcp import ZeroCopyLoadMixin, ZeroCopySaveMixin, release_host_cache
 from ._views import Viewer
@@ -111,7 +111,9 @@ def install_auto_views(views: bool = True) -> None:
             result = None
             call = _accounting.begin(f"dcp.{name}")
             try:
-                result = orig(*args, **kwargs)
+                # async_save: managed tensors above the budget staged in a spill file (uvmchunk._spill)
+                result = (_spill.call(orig, args, kwargs) if name == "async_save" and views
+                          else orig(*args, **kwargs))
                 return result
             finally:
                 _scope.auto = outer
@@ -144,6 +146,7 @@ def install_auto_views(views: bool = True) -> None:
     wrap_entry(state_dict_loader, "load", DefaultLoadPlanner, "storage_reader", after_save)
     if not views:
         return
+    _spill.install(_patched)
 
     def patch(cls: type, resolve: str, methods: tuple[str, ...], mixin: type, on_save: bool) -> None:
         orig_setup, orig_resolve = cls.set_up_planner, getattr(cls, resolve)

@@ -1,0 +1,486 @@
+"""dcp.async_save's staging of managed tensors in a file-backed shared mapping instead of anonymous
+memory, once the call's managed bytes exceed ``async_memory_budget``: page cache, which the kernel
+can write back and reclaim, where PyTorch's stagers take memory it can only kill for.
+
+One ``Spill`` per wrapped async_save (uvmchunk._auto) with the thread executor. PyTorch's staging
+creates each CPU copy in one place per version, and only that creation is substituted, for managed
+storages only; the copy itself stays PyTorch's (same call, stream and synchronisation):
+
+- 2.11 and newer, ``DefaultStager``: ``StateDictStager._stage_untyped_storage`` (one CPU storage per
+  source storage: torch/distributed/checkpoint/_state_dict_stager.py);
+- every version, ``BlockingAsyncStager`` (2.8's and 2.11's ``FileSystemWriter`` is one) and 2.8's
+  path for writers that are no stager: ``_create_cpu_state_dict`` as imported into
+  torch/distributed/checkpoint/staging.py and state_dict_saver.py (plain tensors only; DTensor and
+  ShardedTensor leaves keep PyTorch's creation there).
+
+Each spilled storage is a file made in the spill folder with O_TMPFILE (else made and unlinked at
+once), so no name exists even after kill -9, with its blocks reserved by posix_fallocate before
+any byte is copied (a full disk is found then, never as SIGBUS halfway), filled by pwrite straight
+from the table's pages where the CPU may read them (``_fill``; else PyTorch's copy fills the
+mapping), and mapped MAP_SHARED by ``torch.UntypedStorage.from_file`` of /proc/self/fd/N. When the upload completes or fails, its
+blocks and page cache are dropped (FALLOC_FL_PUNCH_HOLE: a late reader would see zeros, never a
+fault) and the descriptor closed; the mapping goes with the last reference to the storage. A
+caching stager's copy (2.8's cache_staged_state_dict) is reused by the next call, so it keeps its
+blocks and is released with the stager."""
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import tempfile
+import threading
+import time
+import urllib.parse
+from typing import Any, Callable, Optional
+
+import torch
+
+from . import _accounting
+from ._config import configuration, log, say_once
+
+MIB = 1 << 20
+# statfs(2) f_type of file systems whose pages are memory: a spill there saves nothing
+# (linux/magic.h)
+MEMORY_FS = {0x01021994: "tmpfs", 0x858458F6: "ramfs", 0x958458F6: "hugetlbfs"}
+# ... and of network and FUSE file systems, which do not make the checkpoint's folder a local one
+NETWORK_FS = {0x6969: "nfs", 0xFF534D42: "cifs", 0xFE534D42: "smb2", 0x517B: "smb", 0x65735546: "fuse",
+              0x00C36400: "ceph", 0x0BD00BD0: "lustre", 0x47504653: "gpfs", 0x01021997: "9p",
+              0x5346414F: "afs", 0x6B414653: "afs"}
+RESERVE = 64 * MIB  # free space a spill leaves on its file system beyond what it and the checkpoint need
+_FALLOC_PUNCH = 0x01 | 0x02  # FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE (linux/falloc.h)
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long]
+_tls = threading.local()  # .spill: the Spill of the async_save this thread stages for
+
+
+class SpillRefused(RuntimeError):
+    """async_spill = required and the call's managed bytes above the budget cannot be spilled."""
+
+
+def fs_type(path: str) -> Optional[int]:
+    """statfs(2) f_type of the file system holding `path` (its first field, a long on Linux), or None."""
+    buf = ctypes.create_string_buffer(256)  # struct statfs is 120 bytes on 64-bit Linux
+    if _libc.statfs(os.fsencode(path), buf) != 0:
+        return None
+    return ctypes.c_ulong.from_buffer(buf).value & 0xFFFFFFFF
+
+
+def mem_available() -> int:
+    """MemAvailable of /proc/meminfo in bytes (0 when unreadable)."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def _size_text(n: int) -> str:
+    return f"{n / (1 << 30):.2f} GiB" if n >= 1 << 30 else f"{n / MIB:.0f} MiB"
+
+
+def _existing(path: str) -> str:
+    """`path` or its nearest existing ancestor (a checkpoint folder is made by the upload)."""
+    path = os.path.abspath(path)
+    while not os.path.isdir(path) and os.path.dirname(path) != path:
+        path = os.path.dirname(path)
+    return path
+
+
+def checkpoint_dir(kwargs: dict[str, Any]) -> Optional[str]:
+    """The local folder async_save writes to: the storage writer's path, else checkpoint_id."""
+    where = getattr(kwargs.get("storage_writer"), "path", None) or kwargs.get("checkpoint_id")
+    if where is None:
+        return None
+    try:
+        return os.fspath(where)
+    except TypeError:
+        return None
+
+
+class Spill:
+    """The spill of one async_save call. `budget`: managed bytes staged in memory at most; `mode`:
+    auto or required; `folder`: async_spill_dir ("" automatic); `ckpt`: the checkpoint's folder."""
+
+    def __init__(self, budget: int, budget_why: str, mode: str, folder: str, ckpt: Optional[str]) -> None:
+        self.budget, self.budget_why, self.mode = budget, budget_why, mode
+        self.ckpt = ckpt
+        self.candidates: list[tuple[str, bool]] = []  # (folder, chosen by default)
+        if folder:
+            self.candidates.append((folder, False))
+        if ckpt:
+            self.candidates.append((ckpt, True))
+        self.candidates.append((tempfile.gettempdir(), False))
+        self.call = _accounting.current()
+        self.managed = 0          # managed bytes staged by this call, in memory or spilled
+        self.in_memory = 0        # of which in memory
+        self.spilled = 0
+        self.folder: Optional[str] = None
+        self.unavailable: Optional[str] = None  # why nothing more is spilled in this call
+        self.fds: list[int] = []  # descriptors of this call's spill files, released after the upload
+        self.pinned_said = False
+        self.prefilled: set[int] = set()   # ids of staged tensors _fill wrote (see _copy_state_dict)
+        self.keep: list[torch.Tensor] = []  # ... kept alive for the call, so no id is reused
+        self.started = time.monotonic()
+        self._lock = threading.Lock()
+
+    # ---- where -----------------------------------------------------------------------------
+
+    def _refusal(self, path: str, by_default: bool) -> Optional[str]:
+        """Why `path` cannot hold the spill, or None."""
+        if not os.path.isdir(path):
+            return "not a folder"
+        if not os.access(path, os.W_OK | os.X_OK):
+            return "not writable"
+        kind = fs_type(path)
+        if kind in MEMORY_FS:
+            return f"on {MEMORY_FS[kind]}, whose pages are memory: a spill there saves none"
+        if by_default and kind in NETWORK_FS:
+            return f"on {NETWORK_FS[kind]}, not a local file system"
+        return None
+
+    def _choose(self) -> Optional[str]:
+        for path, by_default in self.candidates:
+            folder = _existing(path) if by_default else path
+            why = self._refusal(folder, by_default)
+            if why is None:
+                return folder
+            say_once(f"spill-refused:{folder}:{why}", "warn",
+                     f"dcp.async_save: {folder} refused as a spill folder ({why}); trying the next")
+        return None
+
+    def _give_up(self, why: str) -> None:
+        self.unavailable = why
+        if self.mode == "required":
+            raise SpillRefused(f"uvmchunk: dcp.async_save refused: {why}, and async_spill = required")
+        log("warn", f"dcp.async_save: {why}: the rest of this call's managed tensors are staged in memory, "
+                    "as PyTorch stages them")
+
+    # ---- one storage -----------------------------------------------------------------------
+
+    def storage(self, source: torch.Tensor, pinned: bool,
+                persistent: bool = False) -> Optional[tuple[torch.UntypedStorage, bool]]:
+        """A spilled CPU storage for the bytes of `source` (a contiguous managed CUDA tensor), and
+        whether it already holds them (written by pwrite: see _fill), or None: stage it in memory,
+        as PyTorch would (below the budget, or no folder with room). `pinned`: the stager would
+        have page-locked it (said once); `persistent`: a caching stager keeps it beyond the upload."""
+        nbytes = source.numel() * source.element_size()
+        with self._lock:
+            self.managed += nbytes
+            if self.in_memory + nbytes <= self.budget or self.unavailable is not None:
+                self.in_memory += nbytes
+                return None
+            if self.folder is None:
+                self.folder = self._choose()
+                if self.folder is None:
+                    self._give_up("no spill folder (every candidate refused)")
+                    self.in_memory += nbytes
+                    return None
+            made = self._make(source, nbytes, persistent)
+            if made is None:
+                self.in_memory += nbytes
+                return None
+            self.spilled += nbytes
+            self._feed(nbytes)
+            if pinned and not self.pinned_said:
+                self.pinned_said = True
+                say_once("spill-pinned", "warn", "dcp.async_save with a pinned stager: the spilled part of its "
+                         "staged copy is not page-locked (a file-backed mapping; the upload is a CPU write)")
+            return made
+
+    def _feed(self, nbytes: int) -> None:
+        """Spilled bytes into the async_save's accounting (an asynchronous stager may still stage
+        after async_save returned: then into its call directly)."""
+        if self.call is None or _accounting.current() is self.call:
+            _accounting.add("spilled_bytes", nbytes)
+            _accounting.note("spill_dir", self.folder)
+        else:
+            self.call.counts["spilled_bytes"] += nbytes
+            self.call.notes["spill_dir"] = self.folder
+
+    def _make(self, source: torch.Tensor, nbytes: int, persistent: bool) -> Optional[tuple[torch.UntypedStorage, bool]]:
+        folder = self.folder
+        vfs = os.statvfs(folder)
+        free = vfs.f_bavail * vfs.f_frsize
+        # on the checkpoint's own file system the checkpoint needs the spilled bytes again
+        same = self.ckpt is not None and os.stat(folder).st_dev == os.stat(_existing(self.ckpt)).st_dev
+        need = nbytes + RESERVE + ((self.spilled + nbytes) if same else 0)
+        if free < need:
+            self._give_up(f"spill folder {folder} has {_size_text(free)} free, {_size_text(need)} needed")
+            return None
+        try:
+            fd = self._open(folder)
+        except OSError as e:
+            self._give_up(f"cannot make a file in spill folder {folder} ({os.strerror(e.errno or errno.EIO)})")
+            return None
+        try:
+            os.posix_fallocate(fd, 0, nbytes)  # blocks reserved before any byte is copied
+            filled = _fill(fd, source, nbytes)
+            st = torch.UntypedStorage.from_file(f"/proc/self/fd/{fd}", True, nbytes)
+        except (OSError, RuntimeError) as e:
+            os.close(fd)
+            why = os.strerror(e.errno) if isinstance(e, OSError) and e.errno else str(e)
+            self._give_up(f"cannot reserve {_size_text(nbytes)} in spill folder {folder} ({why})")
+            return None
+        if persistent:
+            os.close(fd)  # the mapping keeps the file; released with the stager that caches it
+        else:
+            self.fds.append(fd)
+        return st, filled
+
+    @staticmethod
+    def _open(folder: str) -> int:
+        """A file in `folder` that has no name: O_TMPFILE, else made and unlinked at once."""
+        try:
+            return os.open(folder, os.O_TMPFILE | os.O_RDWR | os.O_CLOEXEC, 0o600)
+        except OSError as e:
+            if e.errno not in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL):
+                raise
+        fd, name = tempfile.mkstemp(prefix=".uvmchunk-spill-", dir=folder)
+        os.unlink(name)
+        return fd
+
+    # ---- the call ------------------------------------------------------------------------------
+
+    def staged(self) -> None:
+        """After the staging: the per-call line (info)."""
+        if self.managed == 0:
+            return
+        where = f"spilled to {self.folder} (file-backed, unlinked)" if self.spilled else "none spilled"
+        log("info", f"dcp.async_save: {_size_text(self.managed)} of managed tensors, budget "
+                    f"{_size_text(self.budget)} ({self.budget_why}): {_size_text(self.spilled)} {where}, "
+                    f"{_size_text(self.in_memory)} in memory")
+
+    def release(self) -> None:
+        """After the upload completed or failed: the spill files' blocks and page cache dropped and
+        their descriptors closed; each mapping goes with the last reference to its storage."""
+        with self._lock:
+            fds, self.fds = self.fds, []
+        for fd in fds:
+            size = os.fstat(fd).st_size
+            if size and _libc.fallocate(fd, _FALLOC_PUNCH, 0, size) != 0:
+                say_once("spill-punch", "debug", f"spill file not punched ({os.strerror(ctypes.get_errno())}): its "
+                         "pages go when the staged copy is freed")
+            os.close(fd)
+        if self.call is not None and self.spilled:
+            self.call.notes["upload_seconds"] = time.monotonic() - self.started
+
+
+def _fill(fd: int, source: torch.Tensor, nbytes: int) -> bool:
+    """Writes the bytes of `source` into the spill file with pwrite, straight from its managed pages,
+    once the work queued on this thread's current stream of its device (where PyTorch's copy would
+    be ordered: a DefaultStager's staging stream inside its stream context) has completed. Only for a
+    source the CPU may read while the device works (uvmchunk._views.Viewer's test: contiguous,
+    managed, preferring the CPU, concurrent managed access); False: PyTorch's copy fills the mapping.
+    Why not always the copy into the mapping: each first write to a page of a file whose blocks
+    fallocate reserved converts an unwritten extent (ext4), which made that copy about 4x slower than
+    one into anonymous memory here, where pwrite of the same bytes cost 1.2x."""
+    from ._cuda import rt
+    from ._views import Viewer
+
+    if not Viewer(any_managed=False).eligible(source):
+        return False
+    runtime = rt()
+    device = source.device.index if source.device.index is not None else torch.cuda.current_device()
+    runtime.wait_current_stream(device)
+    view = memoryview((ctypes.c_char * nbytes).from_address(source.data_ptr())).cast("B")
+    off = 0
+    while off < nbytes:
+        off += os.pwrite(fd, view[off:off + _PWRITE_BLOCK], off)
+    return True
+
+
+_PWRITE_BLOCK = 64 * MIB
+
+
+def active() -> Optional[Spill]:
+    """The Spill of the async_save this thread stages for, or None."""
+    return getattr(_tls, "spill", None)
+
+
+def new_spill(kwargs: dict[str, Any]) -> Optional[Spill]:
+    """The Spill of an async_save called with `kwargs`, or None when this call cannot spill
+    (async_spill = off, the process executor, no runtime to tell managed memory)."""
+    cfg = configuration()
+    mode = cfg.get("async_spill", "auto")
+    if mode == "off":
+        return None
+    executor = kwargs.get("async_checkpointer_type")
+    if executor is not None and getattr(executor, "name", str(executor)).upper().endswith("PROCESS"):
+        # the process executor sends the staged copy through shared memory: a spill would be copied there
+        say_once("spill-process", "info", "dcp.async_save with the process executor: no spill (its staged "
+                 "copy is moved to shared memory)")
+        return None
+    budget_text = cfg.get("async_memory_budget", "auto")
+    if budget_text == "auto":
+        budget, why = mem_available() // 4, "a quarter of MemAvailable"
+    else:
+        budget, why = _parse_size(budget_text), "async_memory_budget"
+    return Spill(budget, why, mode, urllib.parse.unquote(cfg.get("async_spill_dir", "")), checkpoint_dir(kwargs))
+
+
+def _parse_size(text: str) -> int:
+    """uvmchunk-config's sizes: bytes, or a number with KiB/MiB/GiB/TiB."""
+    for unit, shift in (("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if text.endswith(unit):
+            return int(text[:-3]) << shift
+    return int(text)
+
+
+def _managed(ptr: int) -> bool:
+    """Whether `ptr` (a CUDA tensor's or storage's data) is managed memory."""
+    from ._cuda import rt
+    runtime = rt()
+    return ptr != 0 and runtime is not None and runtime.is_managed(ptr)
+
+
+# ---- the substitutions ---------------------------------------------------------------------------
+
+def _stage_untyped_storage(orig: Callable) -> Callable:
+    """StateDictStager._stage_untyped_storage (2.11+): a managed storage not cached by the stager gets
+    a spilled CPU storage, copied as PyTorch copies it, never cached (it is released after the upload)."""
+    def stage_untyped_storage(self: Any, storage: Any, non_blocking: bool = False) -> Any:
+        spill = active()
+        if (spill is None or storage in self._cached_storage_mapping or storage.nbytes() == 0
+                or storage.device.type != "cuda" or not _managed(storage.data_ptr())):
+            return orig(self, storage, non_blocking=non_blocking)
+        source = torch.empty(0, dtype=torch.uint8, device=storage.device).set_(storage)
+        made = spill.storage(source, pinned=bool(self.pin_memory))
+        if made is None:
+            return orig(self, storage, non_blocking=non_blocking)
+        new, filled = made
+        if not filled:
+            new.copy_(storage, non_blocking=non_blocking)
+        return new
+    return stage_untyped_storage
+
+
+def _create_cpu_state_dict(orig: Callable) -> Callable:
+    """_create_cpu_state_dict (BlockingAsyncStager; 2.8's writers that are no stager): plain managed
+    tensors get spilled CPU tensors; every other leaf is created by PyTorch's own function, the
+    containers walked as its _iterate_state_dict walks them (torch/distributed/_state_dict_utils.py)."""
+    def create(state_dict: Any, pin_memory: bool = False, share_memory: bool = False) -> Any:
+        spill = active()
+        if spill is None or share_memory:
+            return orig(state_dict, pin_memory=pin_memory, share_memory=share_memory)
+
+        def walk(obj: Any) -> Any:
+            if isinstance(obj, dict):
+                return {k: walk(v) for k, v in obj.items()}
+            if isinstance(obj, (list, tuple)):
+                out = [walk(v) for v in obj]
+                return tuple(out) if isinstance(obj, tuple) else out
+            if (type(obj) is torch.Tensor and obj.dim() > 0 and obj.numel() > 0 and obj.device.type == "cuda"
+                    and _managed(obj.data_ptr())):
+                made = spill.storage(obj, pinned=pin_memory, persistent=pin_memory)
+                if made is not None:
+                    out = torch.empty(0, dtype=obj.dtype).set_(made[0], 0, obj.size())
+                    if made[1]:  # already holds the bytes: _copy_state_dict leaves it alone
+                        spill.prefilled.add(id(out))
+                        spill.keep.append(out)
+                    return out
+            return orig(obj, pin_memory=pin_memory, share_memory=share_memory)
+        return walk(state_dict)
+    return create
+
+
+def _copy_state_dict(orig: Callable) -> Callable:
+    """_copy_state_dict (BlockingAsyncStager; 2.8's writers that are no stager), after
+    _create_cpu_state_dict: the staged tensors that _fill wrote already are left alone, every other
+    leaf copied by PyTorch's own function (a structure that does not match raises there, as stock)."""
+    def copy(state_dict: Any, copy_state_dict: Any, non_blocking: bool = False, type_check: bool = True) -> Any:
+        spill = active()
+        if spill is None or not spill.prefilled:
+            return orig(state_dict, copy_state_dict, non_blocking=non_blocking, type_check=type_check)
+
+        def walk(src: Any, dst: Any) -> Any:
+            if id(dst) in spill.prefilled:
+                return dst
+            if isinstance(src, dict) and isinstance(dst, dict) and set(src) == set(dst):
+                return {k: walk(v, dst[k]) for k, v in src.items()}
+            if isinstance(src, (list, tuple)) and isinstance(dst, (list, tuple)) and len(src) == len(dst):
+                out = [walk(a, b) for a, b in zip(src, dst)]
+                return tuple(out) if isinstance(src, tuple) else out
+            return orig(src, dst, non_blocking=non_blocking, type_check=type_check)
+        return walk(state_dict, copy_state_dict)
+    return copy
+
+
+def _default_stager_stage(orig: Callable) -> Callable:
+    """DefaultStager.stage: the caller's Spill travels to _stage, which may run on the stager's thread."""
+    def stage(self: Any, state_dict: Any, **kwargs: Any) -> Any:
+        spill = active()
+        if spill is not None:
+            kwargs["_uvmchunk_spill"] = spill
+        return orig(self, state_dict, **kwargs)
+    return stage
+
+
+def _default_stager_private_stage(orig: Callable) -> Callable:
+    def _stage(self: Any, state_dict: Any, _uvmchunk_spill: Optional[Spill] = None, **kwargs: Any) -> Any:
+        outer = active()
+        _tls.spill = _uvmchunk_spill if _uvmchunk_spill is not None else outer
+        try:
+            return orig(self, state_dict, **kwargs)
+        finally:
+            _tls.spill = outer
+    return _stage
+
+
+def install(patched: Callable[[Any, Any], Any]) -> None:
+    """Substitutes the creation of staged CPU copies (idempotent: `patched(orig, wrapper)` marks each)."""
+    from torch.distributed.checkpoint import staging, state_dict_saver
+
+    def put(owner: Any, name: str, make: Callable) -> None:
+        orig = getattr(owner, name, None)
+        if orig is None or getattr(orig, "_uvmchunk", False):
+            return
+        setattr(owner, name, patched(orig, make(orig)))
+
+    try:
+        from torch.distributed.checkpoint._state_dict_stager import StateDictStager
+    except ImportError:  # 2.8
+        StateDictStager = None
+    if StateDictStager is not None and hasattr(StateDictStager, "_stage_untyped_storage"):
+        put(StateDictStager, "_stage_untyped_storage", _stage_untyped_storage)
+    default = getattr(staging, "DefaultStager", None)
+    if default is not None and hasattr(default, "_stage"):
+        put(default, "stage", _default_stager_stage)
+        put(default, "_stage", _default_stager_private_stage)
+    for module in (staging, state_dict_saver):
+        put(module, "_create_cpu_state_dict", _create_cpu_state_dict)
+        put(module, "_copy_state_dict", _copy_state_dict)
+
+
+def call(orig: Callable, args: tuple, kwargs: dict[str, Any]) -> Any:
+    """orig (PyTorch's async_save) with this call's managed tensors above the budget spilled; the
+    spill is released when the upload completes or fails (or at once when async_save raises)."""
+    spill = new_spill(kwargs)
+    if spill is None:
+        return orig(*args, **kwargs)
+    outer = active()
+    _tls.spill = spill
+    try:
+        result = orig(*args, **kwargs)
+    except BaseException:
+        spill.release()
+        raise
+    finally:
+        _tls.spill = outer
+        spill.prefilled.clear()  # the staging of a blocking stager is over
+        spill.keep.clear()
+    _accounting.note("stall_seconds", time.monotonic() - spill.started)
+    staging = getattr(result, "staging_completion", None)
+    if staging is not None and hasattr(staging, "add_done_callback"):
+        staging.add_done_callback(lambda _f: spill.staged())
+    else:
+        spill.staged()
+    upload = getattr(result, "upload_completion", result)
+    if hasattr(upload, "add_done_callback"):
+        upload.add_done_callback(lambda _f: spill.release())
+    else:
+        spill.release()
+    return result

@@ -1,0 +1,180 @@
+"""Bodies of tests/torch/test_spill.py (dcp.async_save's spill, python/uvmchunk/_spill.py), run in a
+subprocess on the simulated runtime with or without the library, like torch_body.py (whose helpers
+they use). Prints one line `RESULT <json>`.
+
+usage: python spill_body.py spill --dir CKPT --watch DIR [--size BYTES] [--mode default|writer|pinned]
+                            [--no-overwrite] [--hold]
+
+A small managed table (8 MiB), a large one (--size) and a 4 MiB ordinary CUDA tensor are saved with
+dcp.async_save while the upload is held back (FileSystemWriter.write_data waits for the body). Right
+after async_save returns both tables are overwritten (unless --no-overwrite); while the upload waits,
+the spill files mapped from --watch and the names in it are recorded; then the upload runs and the
+checkpoint is loaded back. RssAnon (/proc/self/status) is sampled every 2 ms from before the call
+until after the upload. --hold: print HOLDING once the upload waits and sleep (the test kills it)."""
+import gc
+import os
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import torch  # noqa: E402
+
+from torch_body import _status_kib, cuda_from, pattern, result  # noqa: E402
+
+MIB = 1 << 20
+FILL = 0x5A
+
+
+def spill_maps(folder):
+    """[count, bytes, resident bytes] of this process's mappings of deleted files in `folder`
+    (/proc/self/smaps)."""
+    n = size = rss = 0
+    prefix = os.path.realpath(folder).rstrip("/") + "/"
+    ours = False
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            parts = line.split(None, 5)
+            if parts and "-" in parts[0] and len(parts) >= 5:  # a mapping's header line
+                ours = len(parts) == 6 and parts[5].startswith(prefix) and parts[5].rstrip().endswith("(deleted)")
+                if ours:
+                    lo, hi = (int(x, 16) for x in parts[0].split("-"))
+                    n += 1
+                    size += hi - lo
+            elif ours and parts[0] == "Rss:":
+                rss += int(parts[1]) * 1024
+    return [n, size, rss]
+
+
+class Sampler(threading.Thread):
+    """Peak RssAnon (bytes) from start() to stop()."""
+
+    def __init__(self):
+        super().__init__(daemon=True)
+        self.peak, self.done = 0, threading.Event()
+
+    def run(self):
+        while not self.done.is_set():
+            self.peak = max(self.peak, _status_kib("RssAnon") * 1024)
+            time.sleep(0.002)
+
+    def stop(self):
+        self.done.set()
+        self.join()
+        self.peak = max(self.peak, _status_kib("RssAnon") * 1024)
+        return self.peak
+
+
+def body_spill(a):
+    import warnings
+    warnings.filterwarnings("ignore")
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint import FileSystemWriter
+
+    sizes = {"small": 8 * MIB, "table": a.size}
+    state = {k: cuda_from(pattern(n, i + 1), managed=True) for i, (k, n) in enumerate(sizes.items())}
+    state["dense"] = cuda_from(pattern(4 * MIB, 9), managed=False)
+    fill = torch.full((4 * MIB,), FILL, dtype=torch.uint8)
+    gate, writing = threading.Event(), threading.Event()
+    orig_write = FileSystemWriter.write_data
+
+    def write_data(self, *args, **kwargs):  # the upload waits until the body has looked
+        writing.set()
+        gate.wait(120)
+        return orig_write(self, *args, **kwargs)
+
+    FileSystemWriter.write_data = write_data
+    kwargs, stager = {"checkpoint_id": a.dir}, None
+    if a.mode == "writer":
+        kwargs = {"storage_writer": FileSystemWriter(a.dir)}
+    elif a.mode == "pinned":
+        try:
+            from torch.distributed.checkpoint.staging import DefaultStager, StagingOptions
+        except ImportError:  # 2.8: the writer is the stager, pinned when it caches its staged copy
+            kwargs = {"storage_writer": FileSystemWriter(a.dir, cache_staged_state_dict=True)}
+        else:
+            stager = DefaultStager(StagingOptions(use_pinned_memory=True, use_shared_memory=False,
+                                                  use_async_staging=False, use_non_blocking_copy=True))
+            kwargs["async_stager"] = stager
+    gc.collect()
+    torch.cuda.synchronize()
+    base = _status_kib("RssAnon") * 1024
+    sampler = Sampler()
+    sampler.start()
+    t0 = time.monotonic()
+    try:
+        resp = dcp.async_save(state, **kwargs)
+    except Exception as e:  # noqa: BLE001  (async_spill = required, refused)
+        sampler.stop()
+        result(refused=f"{type(e).__name__}: {e}"[:300], names_after=sorted(os.listdir(a.watch)),
+               maps_after=spill_maps(a.watch),
+               tables_now={k: torch.equal(state[k].cpu(), pattern(n, i + 1)) for i, (k, n) in enumerate(sizes.items())})
+        return
+    stall = time.monotonic() - t0
+    if not a.no_overwrite:  # the next training step: every byte of both tables rewritten at once
+        for k in sizes:
+            flat = state[k].view(-1)
+            for off in range(0, flat.numel(), fill.numel()):
+                n = min(fill.numel(), flat.numel() - off)
+                flat[off:off + n].copy_(fill[:n])
+        torch.cuda.synchronize()
+    fut = getattr(resp, "upload_completion", resp)
+    writing.wait(120)
+    names_during = sorted(os.listdir(a.watch))
+    maps_during = spill_maps(a.watch)
+    if a.hold:
+        os.write(1, f"HOLDING {maps_during[0]} {maps_during[1]} {maps_during[2]}\n".encode())
+        time.sleep(300)
+    gate.set()
+    error = None
+    try:
+        fut.result()
+    except BaseException as e:  # noqa: BLE001  (DCP's CheckpointException is one; the test compares it with stock's)
+        error = f"{type(e).__name__}: {e}"[:300]
+    upload = time.monotonic() - t0
+    for _ in range(50):  # the upload thread drops the staged copy just after the future completes
+        gc.collect()
+        if spill_maps(a.watch)[0] == 0:
+            break
+        time.sleep(0.1)
+    peak = sampler.stop() - base
+    maps_after = spill_maps(a.watch)
+    names_after = sorted(os.listdir(a.watch))
+    if stager is not None:
+        stager.close()
+    del kwargs, stager, resp, fut  # a caching stager (2.8's writer) keeps its staged copy until dropped
+    gc.collect()
+    maps_dropped = spill_maps(a.watch)
+    from uvmchunk import _accounting
+    spilled = _accounting.totals().get("dcp.async_save", {}).get("spilled_bytes", 0)
+    expect = {k: (torch.full((n,), FILL, dtype=torch.uint8) if not a.no_overwrite else pattern(n, i + 1))
+              for i, (k, n) in enumerate(sizes.items())}
+    tables_now = {k: torch.equal(state[k].cpu(), expect[k]) for k in sizes}
+    loaded = None
+    if error is None:
+        back = {k: torch.zeros(n, dtype=torch.uint8) for k, n in sizes.items()}
+        back["dense"] = torch.zeros(4 * MIB, dtype=torch.uint8)
+        dcp.load(back, checkpoint_id=a.dir)
+        loaded = {k: torch.equal(back[k], pattern(n, i + 1)) for i, (k, n) in enumerate(sizes.items())}
+        loaded["dense"] = torch.equal(back["dense"], pattern(4 * MIB, 9))
+    result(peak_anon_extra=peak, table=a.size, stall_s=round(stall, 3), upload_s=round(upload, 3),
+           names_during=names_during, maps_during=maps_during, maps_after=maps_after, maps_dropped=maps_dropped, names_after=names_after,
+           spilled_bytes=spilled, error=error, tables_now=tables_now, loaded=loaded)
+
+
+def main():
+    import argparse
+    p = argparse.ArgumentParser()
+    p.add_argument("body")
+    p.add_argument("--size", type=int, default=64 * MIB)
+    p.add_argument("--dir", required=True)
+    p.add_argument("--watch", required=True)
+    p.add_argument("--mode", default="default")
+    p.add_argument("--no-overwrite", action="store_true")
+    p.add_argument("--hold", action="store_true")
+    a = p.parse_args()
+    globals()["body_" + a.body](a)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,203 @@
+"""dcp.async_save's spill (python/uvmchunk/_spill.py): with the library and the package, managed
+tensors above async_memory_budget are staged in a file-backed mapping of an unlinked file in the
+spill folder instead of anonymous memory. Bodies in spill_body.py: a small managed table (8 MiB,
+within the budget), a large one and a 4 MiB ordinary CUDA tensor, the upload held back while the
+body looks at the spill folder.
+
+- point in time: both tables rewritten right after async_save returns; the checkpoint loads
+  bitwise equal to the values at the call (a spill skipped shows no spilled bytes, a lazy one loads
+  the rewritten bytes); peak extra RssAnon within budget + 16 MiB (stock: at least the table);
+- every stager: DefaultStager (2.11+), the FileSystemWriter as stager, pinned stagers;
+- below the budget, or async_spill = off: nothing spilled;
+- failures: a spill folder on tmpfs refused (next candidate used), one without room stages in
+  memory (or refuses the call with async_spill = required), an upload failing with ENOSPC after a
+  spill fails as stock's does, kill -9 during the upload: nothing left in the spill folder."""
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+import pytest
+
+from conftest import run_body, sim_env
+
+MIB = 1 << 20
+HERE = os.path.dirname(os.path.abspath(__file__))
+BODY = os.path.join(HERE, "spill_body.py")
+BUDGET = 16 * MIB
+LIB = {"UVMCHUNK_DCP_VIEWS": "on", "UVMCHUNK_ASYNC_MEMORY_BUDGET": "16MiB", "UVMCHUNK_LOG_LEVEL": "info"}
+
+
+def disk_dir(prefix):
+    """A fresh folder on the build's disk (a test's tmp_path may be on tmpfs, which is refused)."""
+    return tempfile.mkdtemp(prefix=prefix, dir=os.path.dirname(os.environ["UVMC_LIB"]))
+
+
+def spill(with_lib, ckpt, watch, *args, lib_env=None, extra_env=None, size=64 * MIB):
+    os.makedirs(ckpt, exist_ok=True)
+    r = run_body("spill", with_lib, "--dir", ckpt, "--watch", watch, "--size", str(size), *args,
+                 script=BODY, lib_env=dict(LIB, **(lib_env or {})), extra_env=extra_env, timeout=600)
+    return r, r.result
+
+
+def show(label, res):
+    print(f"{label:38s} table {res['table'] / MIB:.0f} MiB: peak extra RssAnon {res['peak_anon_extra'] / MIB:.0f} MiB, "
+          f"spilled {res['spilled_bytes'] / MIB:.0f} MiB, stall {res['stall_s']:.3f} s, upload done {res['upload_s']:.3f} s")
+
+
+def assert_spilled_and_released(r, res, size):
+    assert res["error"] is None, r.describe()
+    assert all(res["tables_now"].values()), r.describe()                # the rewrite after the call took
+    assert all(res["loaded"].values()), r.describe()                    # the checkpoint holds the values at the call
+    assert res["spilled_bytes"] == size, r.describe()                   # the large table spilled, not the small one
+    assert res["maps_during"][0] >= 1 and res["maps_during"][1] >= size, r.describe()
+    assert res["names_during"] == [], r.describe()                      # unlinked: no name, even while mapped
+    assert res["maps_after"] == [0, 0, 0], r.describe()                 # unmapped once the upload completed
+
+
+@pytest.fixture
+def folders():
+    made = []
+
+    def make(prefix):
+        made.append(disk_dir(prefix))
+        return made[-1]
+    yield make
+    for d in made:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def test_point_in_time_and_memory(folders):
+    size = 256 * MIB
+    d = folders("uvmc-spill-")
+    r, stock = spill(False, f"{d}/stock", f"{d}/stock", size=size)
+    show("stock DCP async_save", stock)
+    assert all(stock["loaded"].values()) and stock["peak_anon_extra"] >= size, r.describe()
+    r, res = spill(True, f"{d}/lib", f"{d}/lib", size=size)
+    show("uvmchunk-run, budget 16 MiB", res)
+    assert_spilled_and_released(r, res, size)
+    assert res["peak_anon_extra"] <= BUDGET + 16 * MIB, r.describe()
+    assert "16 MiB (async_memory_budget): 256 MiB spilled to" in r.err, r.describe()
+
+
+@pytest.mark.parametrize("mode", ["writer", "pinned"])
+def test_every_stager(folders, mode):
+    d = folders(f"uvmc-spill-{mode}-")
+    r, res = spill(True, d, d, "--mode", mode)
+    show(f"uvmchunk-run, {mode} stager", res)
+    if mode == "pinned":
+        assert r.err.count("the spilled part of its staged copy is not page-locked") == 1, r.describe()
+    cached = res["maps_after"] != [0, 0, 0]  # 2.8's FileSystemWriter(cache_staged_state_dict=True) keeps its copy
+    if cached:
+        assert mode == "pinned" and res["maps_dropped"] == [0, 0, 0], r.describe()
+        res["maps_after"] = [0, 0, 0]
+    assert_spilled_and_released(r, res, 64 * MIB)
+
+
+def test_below_the_budget_or_off_nothing_changes(folders):
+    d = folders("uvmc-spill-below-")
+    for name, env in (("auto", {"UVMCHUNK_ASYNC_MEMORY_BUDGET": "auto"}), ("off", {"UVMCHUNK_ASYNC_SPILL": "off"})):
+        r, res = spill(True, f"{d}/{name}", f"{d}/{name}", lib_env=env)
+        assert res["spilled_bytes"] == 0 and res["maps_during"] == [0, 0, 0], r.describe()
+        assert all(res["loaded"].values()) and all(res["tables_now"].values()), r.describe()
+        assert res["peak_anon_extra"] >= 64 * MIB, r.describe()  # staged in memory, as PyTorch stages it
+        if name == "auto":  # the per-call line says the budget and where it came from
+            assert "(a quarter of MemAvailable): 0 MiB none spilled, 72 MiB in memory" in r.err, r.describe()
+
+
+def _mount(args, where):
+    p = subprocess.run(["mount", *args, where], capture_output=True, text=True)
+    if p.returncode != 0:
+        pytest.skip(f"cannot mount ({' '.join(args)}): {p.stderr.strip() or p.returncode}")
+
+
+@pytest.fixture
+def mounts():
+    done = []
+
+    def mount(kind, where, size_mib):
+        os.makedirs(where, exist_ok=True)
+        if kind == "tmpfs":
+            _mount(["-t", "tmpfs", "-o", f"size={size_mib}m", "tmpfs"], where)
+        else:  # a small ext4 on a loop device: a local disk without room
+            img = where + ".img"
+            with open(img, "wb") as f:
+                f.truncate(size_mib * MIB)
+            p = subprocess.run(["mkfs.ext4", "-q", "-F", img], capture_output=True, text=True)
+            if p.returncode != 0:
+                pytest.skip(f"mkfs.ext4 failed: {p.stderr.strip()}")
+            _mount(["-o", "loop", img], where)
+        done.append(where)
+        return where
+    yield mount
+    for where in reversed(done):
+        subprocess.run(["umount", where], capture_output=True)
+
+
+def test_tmpfs_refused_and_no_room(folders, mounts):
+    d = folders("uvmc-spill-fail-")
+    shm = mounts("tmpfs", f"{d}/shm", 8)
+    # a spill folder on tmpfs: refused (one line), the next candidate (the checkpoint's folder) used
+    r, res = spill(True, f"{d}/ck1", f"{d}/ck1", lib_env={"UVMCHUNK_ASYNC_SPILL_DIR": shm})
+    assert r.err.count(f"{shm} refused as a spill folder (on tmpfs") == 1, r.describe()
+    assert_spilled_and_released(r, res, 64 * MIB)
+    assert os.listdir(shm) == [], r.describe()
+    # a local folder without room: one line, staged in memory as PyTorch stages it
+    small = mounts("ext4", f"{d}/small", 32)
+    r, res = spill(True, f"{d}/ck2", small, lib_env={"UVMCHUNK_ASYNC_SPILL_DIR": small})
+    assert res["spilled_bytes"] == 0 and res["maps_during"] == [0, 0, 0], r.describe()
+    assert f"spill folder {small} has" in r.err and "staged in memory" in r.err, r.describe()
+    assert all(res["loaded"].values()) and all(res["tables_now"].values()), r.describe()
+    # ... or, with async_spill = required, the call is refused and nothing is left
+    r, res = spill(True, f"{d}/ck3", small, lib_env={"UVMCHUNK_ASYNC_SPILL_DIR": small, "UVMCHUNK_ASYNC_SPILL": "required"})
+    assert "SpillRefused" in res["refused"] and "async_spill = required" in res["refused"], r.describe()
+    assert res["maps_after"] == [0, 0, 0] and all(res["tables_now"].values()), r.describe()
+    assert set(os.listdir(small)) <= {"lost+found"}, r.describe()
+
+
+def test_upload_failing_after_a_spill(folders, mounts):
+    """The checkpoint on a 8 MiB tmpfs, the spill in a folder on disk: the upload fails (ENOSPC in
+    its writes), through the future, as stock's does; nothing is left in the spill folder, and the
+    tables hold what they held."""
+    d = folders("uvmc-spill-enospc-")
+    tmp = os.path.join(d, "tmpdir")
+    os.makedirs(tmp)
+    errors = {}
+    for with_lib in (False, True):
+        ck = mounts("tmpfs", f"{d}/ck{int(with_lib)}", 8)
+        r, res = spill(with_lib, ck, tmp, "--no-overwrite", lib_env={"UVMCHUNK_ASYNC_SPILL_DIR": tmp})
+        assert res["error"] is not None, r.describe()
+        errors[with_lib] = res["error"].split(":")[0]  # DCP's CheckpointException, wrapping the write's error
+        assert all(res["tables_now"].values()), r.describe()
+        assert res["names_during"] == [] and res["names_after"] == [], r.describe()
+        # the failed future's traceback still references the staged copy (stock's too): its spill
+        # pages are dropped at the failure, the mapping goes with the future
+        assert res["maps_after"][2] == 0 and res["maps_dropped"] == [0, 0, 0], r.describe()
+        if with_lib:
+            assert res["spilled_bytes"] == 64 * MIB and res["maps_during"][1] >= 64 * MIB, r.describe()
+    assert errors[True] == errors[False], errors
+
+
+def test_kill_during_the_upload_leaves_nothing(folders):
+    d = folders("uvmc-spill-kill-")
+    env = sim_env(True, dict(LIB))
+    p = subprocess.Popen([sys.executable, BODY, "spill", "--dir", d, "--watch", d, "--size", str(64 * MIB), "--hold"],
+                         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = ""
+        deadline = time.monotonic() + 300
+        while not line.startswith("HOLDING") and time.monotonic() < deadline:
+            line = p.stdout.readline()
+            if not line and p.poll() is not None:
+                break
+        assert line.startswith("HOLDING"), p.stderr.read()[-4000:]
+        count, nbytes = map(int, line.split()[1:3])
+        assert count >= 1 and nbytes >= 64 * MIB, line  # the spill is mapped while the upload waits
+        assert os.listdir(d) == []
+    finally:
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+    assert os.listdir(d) == []  # no name was ever made: nothing to clean up after kill -9
