@@ -27,6 +27,7 @@ found where PyTorch's calls are bound, the planners warn once and take no view.
 from __future__ import annotations
 
 import contextlib
+import gc
 import inspect
 from typing import Any, Optional
 
@@ -95,20 +96,39 @@ class ZeroCopyLoadPlanner(ZeroCopyLoadMixin, DefaultLoadPlanner):
         self.zero_copy_any_managed = any_managed
 
 
+def _host_cache_bytes() -> tuple[int, int]:
+    """(reserved, in use) bytes of PyTorch's caching host allocator now; (-1, -1) when this PyTorch
+    does not say (then a release is always tried)."""
+    stats = getattr(torch._C, "_cuda_hostMemoryStats", None)
+    try:
+        s = stats() if stats is not None else None
+        return int(s["reserved_bytes"]["current"]), int(s["allocated_bytes"]["current"])
+    except (TypeError, KeyError, RuntimeError):
+        return -1, -1
+
+
 def release_host_cache(device: Optional[int] = None) -> None:
     """Releases the page-locked blocks PyTorch's caching host allocator keeps after they were freed
     (a save's power-of-two staging blocks, lazily served or really pinned). Blocks in use, or whose
     copies are still in flight, stay: the allocator's empty_cache releases only free blocks whose
-    recorded events completed (aten/src/ATen/core/CachingHostAllocator.h). So that a save's last
-    blocks count as free, the work queued on `device`'s current stream (where DCP copied) is
-    waited for first. No collection of the heap: its cost grows with every live Python object of
-    the job, and a save's staged CPU tensors are freed by reference counting when it returns (no
-    cycle keeps them on PyTorch 2.8 to 2.15: tests/torch/test_trust.py saves with the collector off).
-    Both the wait and the release (cudaFreeHost) run in relaxed capture mode."""
+    recorded events completed (aten/src/ATen/core/CachingHostAllocator.h). When the allocator holds
+    nothing (a checkpoint that staged nothing page-locked) this is all it costs: one look at its
+    counters. Else the work queued on `device`'s current stream (where DCP copied) is waited for, so
+    that a save's last blocks count as free; and, while some block is still in use, the young
+    generations of the garbage collector are collected (not the whole heap, whose cost grows with
+    every live object of the job): on PyTorch 2.8, torch.save's local PyTorchPickler class
+    (torch/serialization.py, _save) closes over the storages it wrote, so each staged item's block
+    stays referenced from that class's reference cycle until a collection. Both the wait and the
+    release (cudaFreeHost) run in relaxed capture mode."""
     if not (torch.cuda.is_initialized() and hasattr(torch._C, "_host_emptyCache")):
+        return
+    reserved, in_use = _host_cache_bytes()
+    if reserved == 0:
         return
     runtime = rt()
     with runtime.relaxed() if runtime is not None else contextlib.nullcontext():
         if runtime is not None:
             runtime.wait_current_stream(torch.cuda.current_device() if device is None else device)
+        if in_use != 0:
+            gc.collect(1)
         torch._C._host_emptyCache()
