@@ -3,9 +3,15 @@
 for queued work is the caller's, even when a writer thread resolves first), leaves no CUDA error
 behind when its own device query fails, costs what stock costs where it does nothing (no collection
 of a large heap), recognises the save that async_save runs on its own thread, and copies a table
-prefetched to the device as stock does. Small tensors (8 to 16 MiB)."""
+prefetched to the device as stock does; and works stacked with torch-memory-saver's preload
+library. Small tensors (8 to 16 MiB)."""
 import os
+import shutil
+import subprocess
+import sys
+import tempfile
 
+import pytest
 from conftest import run_body
 
 TRUST_BODY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "trust_body.py")
@@ -95,3 +101,66 @@ def test_a_table_on_the_device_is_copied_as_stock_does(tmp_path):
     assert res["viewed"] == {"host": True}, r.describe()
     assert res["migrations_to_host"] == stock["migrations_to_host"] == 0, r.describe()
     assert all(res["equal"].values()) and all(stock["equal"].values()), r.describe()
+
+
+TMS_CACHE = os.path.join(tempfile.gettempdir(), "uvmc-torch-memory-saver")  # a pip --target folder
+
+
+def torch_memory_saver_dir():
+    """A folder holding torch-memory-saver (PyPI), never installed into the PyTorch set itself:
+    UVMC_TORCH_MEMORY_SAVER, else TMS_CACHE, filled once with `pip install --no-deps --target` (its
+    wheel is abi3 with builds for CUDA 12 and 13). Skips when it cannot be fetched."""
+    given = os.environ.get("UVMC_TORCH_MEMORY_SAVER")
+    if given:
+        return given
+    if not os.path.isdir(os.path.join(TMS_CACHE, "torch_memory_saver")):
+        staging = tempfile.mkdtemp(prefix="uvmc-tms-", dir=tempfile.gettempdir())
+        proc = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--disable-pip-version-check",
+                               "--target", staging, "torch-memory-saver"], capture_output=True, text=True, timeout=300)
+        if proc.returncode != 0:
+            shutil.rmtree(staging, ignore_errors=True)
+            pytest.skip("torch-memory-saver could not be fetched from PyPI (offline?): set UVMC_TORCH_MEMORY_SAVER "
+                        f"to a `pip install --no-deps --target` folder holding it ({proc.stderr.strip()[-200:]})")
+        try:
+            os.rename(staging, TMS_CACHE)  # atomic: a concurrent run that won keeps its copy
+        except OSError:
+            shutil.rmtree(staging, ignore_errors=True)
+    return TMS_CACHE
+
+
+@pytest.mark.parametrize("order", ["uvmchunk_run", "memory_saver_first"])
+def test_stacked_with_torch_memory_saver(tmp_path, order):
+    """torch-memory-saver's preload library (it interposes cudaMalloc / cudaFree) in LD_PRELOAD with
+    libuvmchunk: the job under uvmchunk-run with it already in LD_PRELOAD (libuvmchunk goes first),
+    and it first by hand: the same bytes saved and loaded (into CPU tensors and CUDA targets), the
+    table still viewed, cudaMalloc bound to its hook and the copies to the library's (its Python
+    side finds its .so in LD_PRELOAD split at colons only, so uvmchunk-run writes colons). Its
+    pause / resume (a `region`) is not run: it maps memory with CUDA's virtual memory management
+    (cuMemGetAllocationGranularity, cuMemCreate, cuMemMap), which the simulator does not implement,
+    so only a real device can check them."""
+    from conftest import Run, TOP, cuda_major, sim_env
+    folder = torch_memory_saver_dir()
+    so = os.path.join(folder, f"torch_memory_saver_hook_mode_preload_cu{cuda_major()}.abi3.so")
+    if not os.path.exists(so):
+        pytest.skip(f"torch-memory-saver in {folder} has no preload build for CUDA {cuda_major()}")
+    env = sim_env(True, AUTO)
+    lib, *sim = env["LD_PRELOAD"].split()  # libuvmchunk, then the simulated runtime and driver
+    env["PYTHONPATH"] += ":" + folder
+    body = [TRUST_BODY, "stacked", "--dir", str(tmp_path / order)]
+    if order == "uvmchunk_run":  # what the user ran before: the other preload, the runtime
+        env["LD_PRELOAD"] = ":".join([so, *sim])
+        env["UVMCHUNK_LIB"] = lib
+        cmd = [sys.executable, "-c", "from uvmchunk.launcher import main; main()", sys.executable, *body]
+    else:
+        env["LD_PRELOAD"] = ":".join([so, lib, *sim])
+        cmd = [sys.executable, *body]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240, cwd=TOP)
+    r = Run(proc)
+    assert r.rc == 0, r.describe()
+    res = r.result
+    print(f"{order}: views {res['views']}, cudaMalloc from {res['cuda_malloc']}, cudaMemcpyAsync from "
+          f"{res['cuda_memcpy_async']}")
+    assert all(res["saved_equal"].values()) and all(res["loaded_equal"].values()), r.describe()
+    assert res["views"] == 1 and res["tms_in_region"] == 0, r.describe()
+    assert res["cuda_malloc"] == os.path.basename(so) and res["cuda_memcpy_async"] == "libuvmchunk.so", r.describe()
+    assert r.stats, r.describe()  # the library's stats line: it ran to the end

@@ -3,7 +3,7 @@ on the simulated CUDA runtime (tests/sim), each printing one line `RESULT <json>
 path never saves older bytes than stock, leaves no CUDA error behind, costs what stock costs where
 it does nothing, recognises the save async_save runs, and copies a table that sits on the device.
 
-usage: python trust_body.py stale|attr_fail|cost|no_cycle|async_marker|residency --dir DIR
+usage: python trust_body.py stale|attr_fail|cost|no_cycle|async_marker|residency|stacked --dir DIR
 """
 import argparse
 import ctypes
@@ -227,6 +227,42 @@ def body_residency(a):
     dcp.load(back, checkpoint_id=a.dir, no_dist=True)
     result(prefetch_rc=rc, resident_before=resident, viewed=viewed, migrations_to_host=int(migrated),
            equal={k: torch.equal(back[k], expect[k]) for k in expect})
+
+
+def _defining_object(symbol):
+    """The path of the object whose definition of `symbol` the global scope binds (dladdr)."""
+    class DlInfo(ctypes.Structure):
+        _fields_ = [("fname", ctypes.c_char_p), ("fbase", ctypes.c_void_p), ("sname", ctypes.c_char_p),
+                    ("saddr", ctypes.c_void_p)]
+    libc = ctypes.CDLL(None)
+    addr = ctypes.cast(getattr(libc, symbol), ctypes.c_void_p).value
+    info = DlInfo()
+    libc.dladdr.argtypes = [ctypes.c_void_p, ctypes.POINTER(DlInfo)]
+    return os.path.basename(info.fname.decode()) if libc.dladdr(ctypes.c_void_p(addr), ctypes.byref(info)) else None
+
+
+def body_stacked(a):
+    """torch-memory-saver's preload library in LD_PRELOAD beside libuvmchunk (the test sets the
+    order): a managed table and an ordinary CUDA tensor (allocated through its cudaMalloc hook,
+    outside any region: passed to the runtime) saved and loaded back into CPU tensors and into CUDA
+    targets; which object defines cudaMalloc and the library's cudaMemcpyAsync."""
+    dcp = _dcp()
+    from torch_memory_saver import torch_memory_saver as tms
+    tms._ensure_initialized()  # its Python side finds its preload library in LD_PRELOAD and loads it
+    in_region = int(tms._impl._binary_wrapper.cdll.tms_get_interesting_region())  # its C side answers
+    expect = {"table": pattern(8 * MIB, 8), "dense": pattern(MIB, 9)}
+    state = {"table": cuda_from(expect["table"], managed=True), "dense": cuda_from(expect["dense"], managed=False)}
+    v0 = _views()
+    dcp.save(state, checkpoint_id=a.dir, no_dist=True)
+    views = _views() - v0
+    back = {k: torch.zeros_like(v) for k, v in expect.items()}
+    dcp.load(back, checkpoint_id=a.dir, no_dist=True)
+    targets = {k: cuda_from(torch.zeros_like(v), managed=(k == "table")) for k, v in expect.items()}
+    dcp.load(targets, checkpoint_id=a.dir, no_dist=True)
+    torch.cuda.synchronize()
+    result(views=views, saved_equal={k: torch.equal(back[k], expect[k]) for k in expect},
+           loaded_equal={k: torch.equal(targets[k].cpu(), expect[k]) for k in expect},
+           tms_in_region=in_region, cuda_malloc=_defining_object("cudaMalloc"), cuda_memcpy_async=_defining_object("cudaMemcpyAsync"))
 
 
 if __name__ == "__main__":
