@@ -57,18 +57,17 @@ class _AsyncCall:
     executors), maybe after async_save returned, so neither a thread-local nor the caller's frames
     name it: the marker is process-wide, set by the wrapper itself."""
 
-    def __init__(self, writer: Any, device: Optional[int]) -> None:
+    def __init__(self, writer: Any) -> None:
         self.thread = threading.get_ident()
         self.writer = writer  # the storage writer the caller passed (None: made from checkpoint_id)
-        self.device = device  # the caller's tensors' device, for the release after the save
 
 
 _async_lock = threading.Lock()
 _async_pending: list[_AsyncCall] = []
 
 
-def _async_begin(writer: Any, device: Optional[int]) -> _AsyncCall:
-    call = _AsyncCall(writer, device)
+def _async_begin(writer: Any) -> _AsyncCall:
+    call = _AsyncCall(writer)
     with _async_lock:
         _async_pending.append(call)
     return call
@@ -168,8 +167,9 @@ def install_auto_views(views: bool = True) -> None:
             _note_planner(kwargs.get("planner"), base)
             # the caller's device, asked on the caller's thread (a new thread's current device is 0)
             device = _caller_device(args, kwargs)
+            # the save an async_save runs on its own thread: no views, and the release is the async_save's
             by_executor = name == "save" and bool(_async_pending) and _async_inner(kwargs.get(storage_key)) is not None
-            pending = _async_begin(kwargs.get(storage_key), device) if name == "async_save" else None
+            pending = _async_begin(kwargs.get(storage_key)) if name == "async_save" else None
             outer = getattr(_scope, "auto", False)
             _scope.auto = (views and name != "async_save" and not by_executor  # staged copies: no views
                            and _views_allowed(kwargs.get(storage_key)))

@@ -49,11 +49,12 @@ class Viewer:
     """Exact-size CPU views of managed tensors for one save or load. The device work queued before
     the checkpoint is waited for by `prepare`, on the caller's thread and its current stream (where
     DCP's own copy would be ordered), per device holding an eligible tensor; a device not waited for
-    there gets no view (a writer thread's current stream is not the caller's). On save, which tensors get a view is decided once, over every tensor of the
-    planner's final plan, before the first item is resolved: among tensors that share bytes the
-    largest gets it (a small view of a table never takes the table's place because DCP happens to
-    resolve it first), and disjoint tensors each get their own (TorchRec's tables: views at
-    different offsets into one managed allocation)."""
+    there gets no view (a writer thread's current stream is not the caller's). On save, which
+    tensors get a view is decided once, over every tensor of the planner's final plan, before the
+    first item is resolved: among tensors that share bytes the largest gets it (a small view of a
+    table never takes the table's place because DCP happens to resolve it first), and disjoint
+    tensors each get their own (TorchRec's tables: views at different offsets into one managed
+    allocation)."""
 
     def __init__(self, any_managed: bool) -> None:
         self.any_managed = any_managed
@@ -71,8 +72,8 @@ class Viewer:
         if runtime is None:
             return False
         ptr, nbytes = t.data_ptr(), _nbytes(t)
-        # where the pages are (docs/design.md, "Which tensors are viewed"): with the CPU preference
-        # (or any_managed) and not last prefetched to a device
+        # where the pages are (docs/design.md, "Zero-copy views"): with the CPU preference (or
+        # any_managed) and no part last prefetched to a device
         return (runtime.is_managed(ptr) and runtime.concurrent_managed_access(_device(t))
                 and (self.any_managed or runtime.prefers_cpu(ptr, nbytes))
                 and not runtime.prefetched_to_device(ptr, nbytes))

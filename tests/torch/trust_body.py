@@ -262,7 +262,8 @@ def body_stacked(a):
     torch.cuda.synchronize()
     result(views=views, saved_equal={k: torch.equal(back[k], expect[k]) for k in expect},
            loaded_equal={k: torch.equal(targets[k].cpu(), expect[k]) for k in expect},
-           tms_in_region=in_region, cuda_malloc=_defining_object("cudaMalloc"), cuda_memcpy_async=_defining_object("cudaMemcpyAsync"))
+           tms_in_region=in_region, cuda_malloc=_defining_object("cudaMalloc"),
+           cuda_memcpy_async=_defining_object("cudaMemcpyAsync"))
 
 
 if __name__ == "__main__":
