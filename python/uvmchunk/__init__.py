@@ -36,12 +36,14 @@ def _preload_entries(value: str) -> list[str]:
 
 
 def preload_env(env: Optional[Mapping[str, str]] = None) -> dict[str, str]:
-    """A copy of `env` (default: os.environ) with libuvmchunk.so first in LD_PRELOAD. Entries
-    already there (libstdbuf.so, another interposer) are kept in order after it; a copy of this
-    library already in the list is not added twice."""
+    """A copy of `env` (default: os.environ) with libuvmchunk.so first in LD_PRELOAD, the entries
+    separated by colons. Entries already there (libstdbuf.so, another interposer) are kept in order
+    after it; a copy of this library already in the list is not added twice."""
     out = dict(os.environ if env is None else env)
     lib = library_path()
     rest = [e for e in _preload_entries(out.get("LD_PRELOAD", ""))
             if os.path.basename(e) != _LIB and e != lib]
-    out["LD_PRELOAD"] = " ".join([lib, *rest])
+    # colons: ld.so(8) reads colons or blanks, but a preload library's own Python side may split on
+    # colons only (torch-memory-saver's hooks/mode_preload.py finds its .so that way)
+    out["LD_PRELOAD"] = ":".join([lib, *rest])
     return out

@@ -5,7 +5,6 @@ take the views of uvmchunk._views, and the host cache is released after each che
 from __future__ import annotations
 
 import functools
-import sys
 import threading
 from typing import Any, Optional
 
@@ -15,7 +14,7 @@ from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner, Def
 from . import _accounting, _spill
 from ._config import say_once
 from .dcp import ZeroCopyLoadMixin, ZeroCopySaveMixin, release_host_cache
-from ._views import Viewer
+from ._views import Viewer, local_tensors
 
 
 def _auto_viewer(planner: Any, base: type, methods: tuple[str, ...], mixin: type) -> Optional[Viewer]:
@@ -50,8 +49,72 @@ def _patched(orig: Any, wrapper: Any) -> Any:
 
 
 _scope = threading.local()  # .auto: this thread is inside a wrapped dcp.save / dcp.load that may take views
-_ASYNC_EXECUTORS = ("torch.distributed.checkpoint._async_thread_executor",
-                    "torch.distributed.checkpoint._async_process_executor")
+
+
+class _AsyncCall:
+    """A wrapped dcp.async_save whose inner dcp.save has not started yet. PyTorch runs that save on
+    a thread of its own (2.8: a plain concurrent.futures.ThreadPoolExecutor; 2.9+: its async
+    executors), maybe after async_save returned, so neither a thread-local nor the caller's frames
+    name it: the marker is process-wide, set by the wrapper itself."""
+
+    def __init__(self, writer: Any) -> None:
+        self.thread = threading.get_ident()
+        self.writer = writer  # the storage writer the caller passed (None: made from checkpoint_id)
+
+
+_async_lock = threading.Lock()
+_async_pending: list[_AsyncCall] = []
+
+
+def _async_begin(writer: Any) -> _AsyncCall:
+    call = _AsyncCall(writer)
+    with _async_lock:
+        _async_pending.append(call)
+    return call
+
+
+def _async_end(call: _AsyncCall) -> None:
+    """The async save is over (it raised, or its upload completed) or its inner save started."""
+    with _async_lock:
+        if call in _async_pending:
+            _async_pending.remove(call)
+
+
+def _async_inner(writer: Any) -> Optional[_AsyncCall]:
+    """The pending async_save this dcp.save is the inner save of: one started on another thread
+    with this storage writer (any writer, when the caller passed none), taken off the list."""
+    me = threading.get_ident()
+    with _async_lock:
+        for call in _async_pending:
+            if call.thread != me and (call.writer is None or call.writer is writer):
+                _async_pending.remove(call)
+                return call
+    return None
+
+
+def _async_watch(result: Any, call: _AsyncCall) -> None:
+    """Takes `call` off the list when the async save's upload completes (AsyncSaveResponse's
+    upload_completion on 2.9+, else the Future async_save returned), in case no inner dcp.save of
+    this process claimed it (the process-based executor saves in another process)."""
+    upload = getattr(result, "upload_completion", result)
+    if hasattr(upload, "add_done_callback"):
+        upload.add_done_callback(lambda _f: _async_end(call))
+    else:
+        _async_end(call)
+
+
+def _caller_device(args: tuple, kwargs: dict) -> Optional[int]:
+    """The device of the caller's first CUDA tensor (a rank on cuda:N may leave the current device
+    at 0, and the release of an async save runs on another thread, whose current device is 0),
+    else the caller's current device; None before CUDA is initialised (nothing to release)."""
+    if not torch.cuda.is_initialized():
+        return None
+    state = kwargs.get("state_dict", args[0] if args else None)
+    for value in (state.values() if isinstance(state, dict) else ()):
+        for t in local_tensors(value):
+            if t.device.type == "cuda" and t.device.index is not None:
+                return t.device.index
+    return torch.cuda.current_device()
 
 
 def _views_allowed(storage: Any) -> bool:
@@ -103,8 +166,10 @@ def install_auto_views(views: bool = True) -> None:
         def entry(*args: Any, **kwargs: Any) -> Any:
             _note_planner(kwargs.get("planner"), base)
             # the caller's device, asked on the caller's thread (a new thread's current device is 0)
-            device = torch.cuda.current_device() if torch.cuda.is_initialized() else None
-            by_executor = sys._getframe(1).f_globals.get("__name__") in _ASYNC_EXECUTORS
+            device = _caller_device(args, kwargs)
+            # the save an async_save runs on its own thread: no views, and the release is the async_save's
+            by_executor = name == "save" and bool(_async_pending) and _async_inner(kwargs.get(storage_key)) is not None
+            pending = _async_begin(kwargs.get(storage_key)) if name == "async_save" else None
             outer = getattr(_scope, "auto", False)
             _scope.auto = (views and name != "async_save" and not by_executor  # staged copies: no views
                            and _views_allowed(kwargs.get(storage_key)))
@@ -114,7 +179,13 @@ def install_auto_views(views: bool = True) -> None:
                 # async_save: managed tensors above the budget staged in a spill file (uvmchunk._spill)
                 result = (_spill.call(orig, args, kwargs) if name == "async_save" and views
                           else orig(*args, **kwargs))
+                if pending is not None:
+                    _async_watch(result, pending)
                 return result
+            except BaseException:
+                if pending is not None:
+                    _async_end(pending)
+                raise
             finally:
                 _scope.auto = outer
                 _accounting.end(call)
@@ -154,6 +225,8 @@ def install_auto_views(views: bool = True) -> None:
         def set_up_planner(self: Any, *args: Any, **kwargs: Any) -> None:
             orig_setup(self, *args, **kwargs)
             viewer = _auto_viewer(self, cls, methods, mixin) if getattr(_scope, "auto", False) else None
+            if viewer is not None:  # the wait for queued work: here, on the caller's thread
+                viewer.prepare(getattr(self, "state_dict", None))
             self.__dict__["_uvmchunk_auto"] = viewer
 
         def resolved(self: Any, *args: Any, **kwargs: Any) -> Any:  # the caller's own argument names

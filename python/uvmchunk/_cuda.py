@@ -12,10 +12,15 @@ from typing import Optional
 
 import torch
 
+from ._config import say_once
+
 _MANAGED = 3                 # cudaMemoryTypeManaged
 _PREFERRED_LOCATION = 2      # cudaMemRangeAttributePreferredLocation
+_LAST_PREFETCH_LOCATION = 4  # cudaMemRangeAttributeLastPrefetchLocation (driver_types.h)
 _CONCURRENT_MANAGED = 89     # cudaDevAttrConcurrentManagedAccess
 _CPU = -1                    # cudaCpuDeviceId
+_INVALID_DEVICE = -2         # cudaInvalidDeviceId
+_PREFETCH_PARTS = 64         # at most this many parts of a range asked for their last prefetch
 _CAPTURE_RELAXED = 2         # cudaStreamCaptureModeRelaxed
 
 
@@ -33,6 +38,7 @@ class Runtime:
         self.lib.cudaMemRangeGetAttribute.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
                                                       ctypes.c_void_p, ctypes.c_size_t]
         self.lib.cudaPointerGetAttributes.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+        self.lib.cudaGetErrorName.restype = ctypes.c_char_p
         self._cma: dict[int, bool] = {}
 
     @classmethod
@@ -81,24 +87,63 @@ class Runtime:
             event.record(torch.cuda.current_stream(device))
             event.synchronize()
 
+    def error_name(self, code: int) -> str:
+        """cudaGetErrorName of `code` ("cudaErrorInvalidDevice"), or the number when unnamed."""
+        name = self.lib.cudaGetErrorName(code)
+        return name.decode() if name else f"error {code}"
+
     def concurrent_managed_access(self, device: int) -> bool:
-        """Asked once per device; without it the planners take no view there, said once."""
+        """Whether the CPU may read `device`'s managed memory while it works; without it the planners
+        take no view there. A "no" is kept for the process (said once). A failed query is said as one
+        (with the error's name), leaves the thread's last error as it found it (a failed runtime call
+        sets it, and PyTorch's next C10_CUDA_CHECK would raise it as its own: cuda_runtime_api.h,
+        cudaGetLastError), reads as "no" for this call only and is asked again at the next."""
         if device not in self._cma:
             v = ctypes.c_int(0)
-            ok = self.lib.cudaDeviceGetAttribute(ctypes.byref(v), _CONCURRENT_MANAGED, device) == 0
-            self._cma[device] = ok and v.value == 1
+            rc = self.lib.cudaDeviceGetAttribute(ctypes.byref(v), _CONCURRENT_MANAGED, device)
+            if rc != 0:
+                self.lib.cudaGetLastError()
+                say_once(f"cma-query:{device}:{rc}", "warn", f"cudaDeviceGetAttribute(cudaDevAttrConcurrentManaged"
+                         f"Access, device {device}) failed with {self.error_name(rc)}: no views on that device "
+                         "in this checkpoint (asked again at the next)")
+                return False
+            self._cma[device] = v.value == 1
             if not self._cma[device]:
                 warnings.warn(f"uvmchunk: device {device} has no concurrent managed access (the CPU may not read "
                               "managed memory while it works): the planners take no views there", RuntimeWarning,
                               stacklevel=4)
         return self._cma[device]
 
-    def prefers_cpu(self, ptr: int, nbytes: int) -> bool:
+    def _range_int(self, attribute: int, ptr: int, nbytes: int) -> Optional[int]:
+        """An int-valued cudaMemRangeGetAttribute of [ptr, ptr + nbytes), or None when the query
+        failed (its error cleared: the thread's last error stays as it was found)."""
         v = ctypes.c_int(0)
-        if self.lib.cudaMemRangeGetAttribute(ctypes.byref(v), 4, _PREFERRED_LOCATION, ctypes.c_void_p(ptr), nbytes) != 0:
+        if self.lib.cudaMemRangeGetAttribute(ctypes.byref(v), 4, attribute, ctypes.c_void_p(ptr), nbytes) != 0:
             self.lib.cudaGetLastError()
+            return None
+        return v.value
+
+    def prefers_cpu(self, ptr: int, nbytes: int) -> bool:
+        return self._range_int(_PREFERRED_LOCATION, ptr, nbytes) == _CPU
+
+    def prefetched_to_device(self, ptr: int, nbytes: int) -> bool:
+        """Whether any part of the range was last prefetched to a device (its pages are there until
+        the CPU touches them: a view would migrate them back to the host, where stock's copy reads
+        them in place). The driver answers cudaInvalidDeviceId for a range never prefetched and for
+        one whose pages were prefetched to different places (cuda_runtime_api.h,
+        cudaMemRangeGetAttribute), so such a range is asked again in up to _PREFETCH_PARTS equal
+        parts; a failed query counts as on the device (the copy, stock's path, is always right)."""
+        where = self._range_int(_LAST_PREFETCH_LOCATION, ptr, nbytes)
+        if where != _INVALID_DEVICE:
+            return where is None or where >= 0
+        part = max(2 << 20, -(-nbytes // _PREFETCH_PARTS))
+        if part >= nbytes:
             return False
-        return v.value == _CPU
+        for start in range(0, nbytes, part):
+            where = self._range_int(_LAST_PREFETCH_LOCATION, ptr + start, min(part, nbytes - start))
+            if where is None or where >= 0:
+                return True
+        return False
 
 
 _runtime: Optional[Runtime] = None

@@ -31,17 +31,34 @@ def views_taken() -> dict[str, int]:
     return dict(_taken)
 
 
+def local_tensors(obj: Any) -> list[torch.Tensor]:
+    """The tensors of this process that a state-dict value holds: a plain tensor itself, a
+    DTensor's local tensor, a ShardedTensor's local shards; nothing for other values."""
+    if hasattr(obj, "local_shards") and callable(obj.local_shards):  # ShardedTensor
+        try:
+            return [s.tensor for s in obj.local_shards()]
+        except (RuntimeError, AttributeError):
+            return []
+    local = getattr(obj, "_local_tensor", None)  # DTensor
+    if isinstance(local, torch.Tensor):
+        return [local]
+    return [obj] if isinstance(obj, torch.Tensor) else []
+
+
 class Viewer:
-    """Exact-size CPU views of managed tensors for one save or load, with the once-per-device wait
-    for the current stream. On save, which tensors get a view is decided once, over every tensor of the
-    planner's final plan, before the first item is resolved: among tensors that share bytes the
-    largest gets it (a small view of a table never takes the table's place because DCP happens to
-    resolve it first), and disjoint tensors each get their own (TorchRec's tables: views at
-    different offsets into one managed allocation)."""
+    """Exact-size CPU views of managed tensors for one save or load. The device work queued before
+    the checkpoint is waited for by `prepare`, on the caller's thread and its current stream (where
+    DCP's own copy would be ordered), per device holding an eligible tensor; a device not waited for
+    there gets no view (a writer thread's current stream is not the caller's). On save, which
+    tensors get a view is decided once, over every tensor of the planner's final plan, before the
+    first item is resolved: among tensors that share bytes the largest gets it (a small view of a
+    table never takes the table's place because DCP happens to resolve it first), and disjoint
+    tensors each get their own (TorchRec's tables: views at different offsets into one managed
+    allocation)."""
 
     def __init__(self, any_managed: bool) -> None:
         self.any_managed = any_managed
-        self.synced: set[int] = set()
+        self.synced: frozenset[int] = frozenset()  # devices whose caller's stream prepare waited for
         self.views = 0  # how many views were handed to DCP (for logs and tests)
         self._chosen: Optional[frozenset[tuple[int, int]]] = None  # byte ranges [start, end) to view
         self._handed: set[tuple[int, int]] = set()
@@ -54,9 +71,29 @@ class Viewer:
         runtime = rt()
         if runtime is None:
             return False
-        ptr = t.data_ptr()
+        ptr, nbytes = t.data_ptr(), _nbytes(t)
+        # where the pages are (docs/design.md, "Zero-copy views"): with the CPU preference (or
+        # any_managed) and no part last prefetched to a device
         return (runtime.is_managed(ptr) and runtime.concurrent_managed_access(_device(t))
-                and (self.any_managed or runtime.prefers_cpu(ptr, _nbytes(t))))
+                and (self.any_managed or runtime.prefers_cpu(ptr, nbytes))
+                and not runtime.prefetched_to_device(ptr, nbytes))
+
+    def prepare(self, state_dict: Any) -> None:
+        """On the caller's thread, before DCP resolves any item (set_up_planner): waits, per device
+        holding an eligible tensor of `state_dict` (the planner's, flattened), for the work queued so
+        far on this thread's current stream of that device; only those devices get views. With
+        FileSystemWriter(thread_count > 1), items are resolved on writer threads too, whose current
+        stream is not the caller's (torch/distributed/checkpoint/filesystem.py)."""
+        devices = set()
+        for value in (state_dict.values() if isinstance(state_dict, dict) else ()):
+            for t in local_tensors(value):
+                if isinstance(t, torch.Tensor) and t.device.type == "cuda" and _device(t) not in devices \
+                        and self.eligible(t):
+                    devices.add(_device(t))
+        runtime = rt()
+        for dev in sorted(devices):
+            runtime.wait_current_stream(dev) if runtime else torch.cuda.current_stream(dev).synchronize()
+        self.synced = frozenset(devices)
 
     def decide(self, candidates: list[Any]) -> None:
         """Chooses the byte ranges to view among `candidates` (in plan order): eligible tensors,
@@ -86,7 +123,8 @@ class Viewer:
                 self.decide(plan_tensors(planner))
             # a transform_object of the planner's own may hand back other memory: only the chosen
             # bytes, once each (tied weights: the second name takes DCP's normal path)
-            if key not in self._chosen or key in self._handed or not self.eligible(obj):
+            if (key not in self._chosen or key in self._handed or _device(obj) not in self.synced
+                    or not self.eligible(obj)):
                 return obj
             self._handed.add(key)
             return self.view(obj, "save")
@@ -98,11 +136,9 @@ class Viewer:
             return self.view(t, "load")
 
     def view(self, t: torch.Tensor, what: str) -> torch.Tensor:
-        dev = _device(t)
-        if dev not in self.synced:  # device work that wrote (or reads) the table is complete
-            runtime = rt()
-            runtime.wait_current_stream(dev) if runtime else torch.cuda.current_stream(dev).synchronize()
-            self.synced.add(dev)
+        """A CPU view of t's bytes, or t itself on a device `prepare` did not wait for."""
+        if _device(t) not in self.synced:  # not waited for on the caller's stream: DCP's normal path
+            return t
         buf = (ctypes.c_char * _nbytes(t)).from_address(t.data_ptr())
         buf._uvmchunk_source = t  # the managed memory stays alive as long as the view does
         self.views += 1

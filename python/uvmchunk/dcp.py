@@ -11,13 +11,15 @@ The view is taken only when all of these hold, else DCP's normal path runs (whic
 library then handles): the tensor is a contiguous CUDA tensor in managed memory, without a lazy
 conjugate or negative bit (a view of the raw bytes would drop it); its device has concurrent managed
 access (only then may the CPU read managed memory while the GPU works); its memory prefers the CPU
-(``any_managed=True`` drops this condition); and, on save, it shares no byte with a tensor already
+(``any_managed=True`` drops this condition) and no part of it was last prefetched to a device (a
+view would pull those pages back to the host); and, on save, it shares no byte with a tensor already
 handed to DCP as a view (tied weights: writers such as safetensors refuse two tensors on one
 memory, so the second takes the normal path, as every tensor does with stock DCP); and it is
-neither quantized nor of a layout other than strided. Before the first view of a save or load,
-the work queued so far on the device's current stream is waited for once (where DCP's own copy
-would have been ordered), so the device work that wrote the table (or will read it) is complete. When no CUDA runtime can be found where PyTorch's calls
-are bound, the planners warn once and take no view.
+neither quantized nor of a layout other than strided. In set_up_planner, on the caller's thread,
+the work queued so far on the caller's current stream of each device holding such a tensor is
+waited for (where DCP's own copy would have been ordered), so the device work that wrote the table
+(or will read it) is complete before any writer thread reads a view. When no CUDA runtime can be
+found where PyTorch's calls are bound, the planners warn once and take no view.
 
     dcp.save(state, checkpoint_id=path, planner=ZeroCopySavePlanner())
     dcp.load(state, checkpoint_id=path, planner=ZeroCopyLoadPlanner())
@@ -53,6 +55,7 @@ class ZeroCopySaveMixin:
         else:
             super().set_up_planner(state_dict, is_coordinator)
         self.zero_copy = Viewer(self.zero_copy_any_managed)
+        self.zero_copy.prepare(getattr(self, "state_dict", state_dict))  # on the caller's thread
 
     def resolve_data(self, write_item):
         obj = super().resolve_data(write_item)
@@ -69,6 +72,7 @@ class ZeroCopyLoadMixin:
     def set_up_planner(self, state_dict, metadata=None, is_coordinator: bool = False) -> None:
         super().set_up_planner(state_dict, metadata, is_coordinator)  # positional, as DCP calls it
         self.zero_copy = Viewer(self.zero_copy_any_managed)
+        self.zero_copy.prepare(getattr(self, "state_dict", state_dict))
 
     def resolve_tensor(self, read_item):
         t = super().resolve_tensor(read_item)
@@ -92,20 +96,39 @@ class ZeroCopyLoadPlanner(ZeroCopyLoadMixin, DefaultLoadPlanner):
         self.zero_copy_any_managed = any_managed
 
 
+def _host_cache_bytes() -> tuple[int, int]:
+    """(reserved, in use) bytes of PyTorch's caching host allocator now; (-1, -1) when this PyTorch
+    does not say (then a release is always tried)."""
+    stats = getattr(torch._C, "_cuda_hostMemoryStats", None)
+    try:
+        s = stats() if stats is not None else None
+        return int(s["reserved_bytes"]["current"]), int(s["allocated_bytes"]["current"])
+    except (TypeError, KeyError, RuntimeError):
+        return -1, -1
+
+
 def release_host_cache(device: Optional[int] = None) -> None:
     """Releases the page-locked blocks PyTorch's caching host allocator keeps after they were freed
     (a save's power-of-two staging blocks, lazily served or really pinned). Blocks in use, or whose
     copies are still in flight, stay: the allocator's empty_cache releases only free blocks whose
-    recorded events completed (aten/src/ATen/core/CachingHostAllocator.h). So that a save's last
-    blocks count as free, the work queued on `device`'s current stream (where DCP copied) is
-    waited for first; and a save's staged CPU tensors, still referenced from reference cycles when
-    it returns (seen with PyTorch 2.11's FileSystemWriter), are collected first. Both the wait and
-    the release (cudaFreeHost) run in relaxed capture mode."""
+    recorded events completed (aten/src/ATen/core/CachingHostAllocator.h). When the allocator holds
+    nothing (a checkpoint that staged nothing page-locked) this is all it costs: one look at its
+    counters. Else the work queued on `device`'s current stream (where DCP copied) is waited for, so
+    that a save's last blocks count as free; and, while some block is still in use, the young
+    generations of the garbage collector are collected (not the whole heap, whose cost grows with
+    every live object of the job): on PyTorch 2.8, torch.save's local PyTorchPickler class
+    (torch/serialization.py, _save) closes over the storages it wrote, so each staged item's block
+    stays referenced from that class's reference cycle until a collection. Both the wait and the
+    release (cudaFreeHost) run in relaxed capture mode."""
     if not (torch.cuda.is_initialized() and hasattr(torch._C, "_host_emptyCache")):
+        return
+    reserved, in_use = _host_cache_bytes()
+    if reserved == 0:
         return
     runtime = rt()
     with runtime.relaxed() if runtime is not None else contextlib.nullcontext():
         if runtime is not None:
             runtime.wait_current_stream(torch.cuda.current_device() if device is None else device)
-        gc.collect()
+        if in_use != 0:
+            gc.collect(1)
         torch._C._host_emptyCache()

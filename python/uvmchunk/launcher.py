@@ -11,7 +11,7 @@ import subprocess
 import sys
 from typing import NoReturn, Optional, Sequence
 
-from . import __version__, library_path, preload_env
+from . import __version__, _preload_entries, library_path, preload_env
 
 USAGE = "usage: uvmchunk-run [--config FILE] [--static-runtime] [--] COMMAND [ARG...]"
 HELP = f"""{USAGE}
@@ -57,12 +57,12 @@ _DLSYM_OBJECT = "libuvmchunk-dlsym.so"
 def _with_static_runtime_support(env: dict) -> dict:
     """libuvmchunk-dlsym.so, from next to the library, first in LD_PRELOAD (a copy already there is
     not added twice)."""
-    entries = env["LD_PRELOAD"].split(" ")
+    entries = _preload_entries(env["LD_PRELOAD"])
     path = os.path.join(os.path.dirname(entries[0]), _DLSYM_OBJECT)
     if not os.path.isfile(path):
         _fail(f"--static-runtime needs {path} (built on x86-64 only)")
     rest = [e for e in entries if os.path.basename(e) != _DLSYM_OBJECT]
-    env["LD_PRELOAD"] = " ".join([path, *rest])
+    env["LD_PRELOAD"] = ":".join([path, *rest])
     return env
 
 

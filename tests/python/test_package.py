@@ -39,7 +39,7 @@ def test_library_path_is_the_one_named():
 ])
 def test_preload_env_reads_ld_preload_as_a_list(given, rest):
     env = uvmchunk.preload_env({"LD_PRELOAD": given, "KEEP": "1"})
-    assert env["LD_PRELOAD"].split(" ") == [os.path.realpath(LIB), *rest]
+    assert env["LD_PRELOAD"].split(":") == [os.path.realpath(LIB), *rest]  # colons: torch-memory-saver reads them
     assert env["KEEP"] == "1"
 
 
@@ -53,7 +53,7 @@ def test_source_build_launcher(tmp_path):
     r = run([str(BUILD / "uvmchunk-run"), "--config", str(conf), "--", "sh", "-c", 'echo "$LD_PRELOAD|$UVMCHUNK_CONFIG"'],
             env=dict(os.environ, LD_PRELOAD="/x/libstdbuf.so"))
     assert r.returncode == 0, r.stderr
-    assert r.stdout.strip() == f"{os.path.realpath(LIB)} /x/libstdbuf.so|{conf}"
+    assert r.stdout.strip() == f"{os.path.realpath(LIB)}:/x/libstdbuf.so|{conf}"
     launcher = str(BUILD / "uvmchunk-run")
     bad = run([launcher])
     assert bad.returncode == 2 and bad.stderr.startswith("uvmchunk: no command") and "usage: uvmchunk-run" in bad.stderr
@@ -183,7 +183,7 @@ def test_wheel_installs_into_a_fresh_venv(tmp_path, monkeypatch):
     installed = run([str(py), "-c", "import uvmchunk; print(uvmchunk.library_path())"]).stdout.strip()
     assert installed.startswith(str(env_dir)) and installed.endswith("/uvmchunk/libuvmchunk.so")
     r = run([str(run_bin), "--", "sh", "-c", 'echo "$LD_PRELOAD"'], env=dict(os.environ, LD_PRELOAD="/x/a.so"))
-    assert r.returncode == 0 and r.stdout.split() == [installed, "/x/a.so"], r.stderr
+    assert r.returncode == 0 and r.stdout.strip().split(":") == [installed, "/x/a.so"], r.stderr
     r = run([str(py), "-m", "uvmchunk"], env=dict(os.environ, UVMCHUNK_ENGINE="copy"))
     assert r.returncode == 0, r.stderr
     assert f"uvmchunk {uvmchunk.__version__}" in r.stdout and installed in r.stdout
