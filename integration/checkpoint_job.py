@@ -8,7 +8,7 @@ saves it with torch.distributed.checkpoint.save, loads it back into fresh tensor
 and checks every byte. Each rank then writes ONE line (one os.write) `RESULT <json>` on stdout:
 seconds (save, load, wall), peak resident host memory (VmHWM of /proc/self/status), the save's own
 peak above the resident memory just before it (save_extra: the peak is reset with
-/proc/self/clear_refs first), pinned figures, zero-copy views the planners took, whether
+/proc/self/clear_refs first), the load's own peak measured the same way (load_extra), pinned figures, zero-copy views the planners took, whether
 libuvmchunk was mapped in the process. The library's own `uvmchunk: stats:` line
 comes on the rank's stderr at exit; run.sh collects it from torchrun's per-rank logs.
 
@@ -233,10 +233,15 @@ def main():
         # back, so a load that wrote nothing cannot pass the comparison
         made = make_state(a.size, rank)
         fresh = {k: t for k, (t, _) in made.items()}
+        # the load's own peak above what the job holds then, measured as the save's
+        out["vmhwm_before_load"] = proc_status("VmHWM")  # the reset below forgets it
+        peak_reset = reset_peak()
+        rss_start = proc_status("VmRSS")
         t0 = time.monotonic()
         dcp.load(fresh, checkpoint_id=ckpt, **load_kw)
         torch.cuda.synchronize()
         out["load_s"] = time.monotonic() - t0
+        out["load_extra"] = proc_status("VmHWM") - rss_start if peak_reset else None
         out["load_views"] = views_taken("load", load_kw.get("planner"))
         out["equal"] = {k: verify(t, fillers[seed]) for k, (t, seed) in made.items()}
         out["ok"] = all(out["equal"].values())
@@ -247,7 +252,7 @@ def main():
         traceback.print_exc()
     out["pinned_asked_peak"] = host_pinned_peak()
     out["pinned_locked_peak"] = int(drv.uvmsim_pinned_peak()) if drv else None
-    out["vmhwm"] = max(proc_status("VmHWM"), out.get("vmhwm_before_save") or 0)
+    out["vmhwm"] = max(proc_status("VmHWM"), out.get("vmhwm_before_save") or 0, out.get("vmhwm_before_load") or 0)
     out["wall_s"] = time.monotonic() - t_start
     report(**out)
     try:

@@ -243,7 +243,8 @@ def _viewed(t: torch.Tensor) -> bool:
 def _takes_views(planner: Any) -> bool:
     """The planner hands DCP views: the automatic path's (set_up_planner's _uvmchunk_auto) or
     uvmchunk.dcp's load planners (zero_copy)."""
-    return isinstance(planner.__dict__.get("_uvmchunk_auto") or getattr(planner, "zero_copy", None), Viewer)
+    viewer = getattr(planner, "__dict__", {}).get("_uvmchunk_auto") or getattr(planner, "zero_copy", None)
+    return isinstance(viewer, Viewer)
 
 
 def _why_not(reader: Any, planner: Any, wrapper: Any) -> Optional[str]:
