@@ -107,6 +107,18 @@ def fill(t, filler):
     torch.cuda.synchronize()
 
 
+def zero(t, chunk):
+    """Zero-fill CUDA tensor t block by block (host-to-device copies only), so every page is
+    resident before a measurement, as FBGEMM zero-fills a new table (memory_utils.cu)."""
+    import torch
+    flat = t.view(-1).view(torch.uint8)
+    zeros = torch.zeros(min(chunk, flat.numel()), dtype=torch.uint8)
+    for off in range(0, flat.numel(), zeros.numel()):
+        m = min(zeros.numel(), flat.numel() - off)
+        flat[off:off + m].copy_(zeros[:m])
+    torch.cuda.synchronize()
+
+
 def verify(t, filler):
     """Copy t back block by block (each block below any copy threshold) and compare on the CPU."""
     import torch
@@ -233,6 +245,8 @@ def main():
         # back, so a load that wrote nothing cannot pass the comparison
         made = make_state(a.size, rank)
         fresh = {k: t for k, (t, _) in made.items()}
+        for t in fresh.values():  # resident, as a new table is: the load's figure is the load's own
+            zero(t, a.chunk)
         # the load's own peak above what the job holds then, measured as the save's
         out["vmhwm_before_load"] = proc_status("VmHWM")  # the reset below forgets it
         peak_reset = reset_peak()
