@@ -13,7 +13,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_body import _clear_hwm, _status_kib, cuda_from, managed_empty, pattern, result  # noqa: E402
+from torch_body import _clear_hwm, _status_kib, cuda_from, pattern, result, sim_driver  # noqa: E402
 
 ROW = 512  # bytes per row: an embedding row of 128 float32
 
@@ -178,7 +178,9 @@ def body_reshard(a):
 
 def body_errors(a):
     """A corrupt slice (the item's first bytes overwritten) and a truncated file: what dcp.load
-    raises, the failure's type and message (CheckpointException carries each rank's)."""
+    raises, the failure's type and message (CheckpointException carries each rank's). An intact
+    file loaded while other bytes for the table are still queued on the caller's stream: the
+    load's bytes are the ones left."""
     import warnings
     warnings.filterwarnings("ignore")
     import torch.distributed.checkpoint as dcp
@@ -200,8 +202,16 @@ def body_errors(a):
             os.truncate(file, info.offset + info.length // 2)
         back = cuda_from(torch.zeros(src.numel() // ROW, ROW, dtype=torch.uint8), managed=True)
         before = torch_loads[0]
+        if case == "intact":
+            # stream order: other bytes still queued for the table on the caller's stream (the
+            # simulator holds each operation 100 ms) land before the load's, as under stock DCP
+            drv = sim_driver()
+            drv.uvmsim_set_op_delay_us(100000)
+            back.copy_(pattern(src.numel(), 12).view(back.shape), non_blocking=True)
         try:
             dcp.load({"t": back}, checkpoint_id=path, planner=planner_for(a.mode))
+            if case == "intact":
+                drv.uvmsim_set_op_delay_us(0)
             err = None
         except BaseException as e:  # noqa: BLE001  (DCP's CheckpointException is a BaseException)
             # failures: rank -> (exception, traceback) (torch/distributed/checkpoint/utils.py)

@@ -3,7 +3,8 @@ load_body.py: a large table loads with at most a chunk of extra host memory, aut
 through ZeroCopyLoadPlanner, where stock adds at least the table (printed with the times);
 torch.load is never called for a viewed item; resharding (table-wise <-> row-wise, column-wise,
 narrows on inner dimensions, two pieces loaded as three) loads bitwise; a corrupt slice and a
-truncated file raise what stock raises."""
+truncated file raise what stock raises; bytes still queued for a table on the caller's stream land
+before the load's (the Viewer's wait comes before the direct read)."""
 import os
 
 from conftest import run_body
