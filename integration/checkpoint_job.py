@@ -8,8 +8,9 @@ saves it with torch.distributed.checkpoint.save, loads it back into fresh tensor
 and checks every byte. Each rank then writes ONE line (one os.write) `RESULT <json>` on stdout:
 seconds (save, load, wall), peak resident host memory (VmHWM of /proc/self/status), the save's own
 peak above the resident memory just before it (save_extra: the peak is reset with
-/proc/self/clear_refs first), the load's own peak measured the same way (load_extra), pinned figures, zero-copy views the planners took, whether
-libuvmchunk was mapped in the process. The library's own `uvmchunk: stats:` line
+/proc/self/clear_refs first), the load's own peak measured the same way (load_extra, the fresh
+tensors zero-filled first), pinned figures, zero-copy views the planners took, whether libuvmchunk
+was mapped in the process. The library's own `uvmchunk: stats:` line
 comes on the rank's stderr at exit; run.sh collects it from torchrun's per-rank logs.
 
 The same script serves the real GPU and the simulated CUDA runtime (tests/sim): no operation here
