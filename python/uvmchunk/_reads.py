@@ -112,34 +112,45 @@ class _Meta(pickle.Unpickler):
         return (pid[1][1], str(pid[2]), int(pid[4]))  # dtype, record key, elements
 
 
+def _member(fd: int, offset: int, length: int, info: zipfile.ZipInfo) -> tuple[int, int]:
+    """(offset in the slice, bytes) of a stored member's data, from its local header; ValueError
+    when it is compressed or lies outside the slice. Its CRC-32 is not checked: torch.load does not
+    check it either, and a writer with torch.serialization.config.save.compute_crc32 off leaves it 0."""
+    head = os.pread(fd, 30, offset + info.header_offset)
+    if info.compress_type != zipfile.ZIP_STORED or len(head) != 30 or head[:4] != b"PK\x03\x04":
+        raise ValueError(info.filename)
+    name_len, extra_len = struct.unpack("<HH", head[26:30])
+    start = info.header_offset + 30 + name_len + extra_len
+    if start + info.file_size > length:
+        raise ValueError(info.filename)
+    return start, info.file_size
+
+
 def _record(fd: int, offset: int, length: int) -> tuple[Optional[tuple], str]:
     """(dtype, stored tensor, file offset of its data record's first byte, record bytes), or None
     and why, for the torch.save archive at [offset, offset + length) of the file."""
+    def member(name: str) -> bytes:
+        start, n = _member(fd, offset, length, zf.getinfo(name))
+        return os.pread(fd, n, offset + start)
+
     try:
-        with zipfile.ZipFile(_Slice(fd, offset, length)) as zf:
+        with zipfile.ZipFile(_Slice(fd, offset, length)) as zf:  # reads the central directory only
             names = zf.namelist()
             prefix = names[0].split("/", 1)[0] if names else ""
-            stored = _Meta(io.BytesIO(zf.read(f"{prefix}/data.pkl"))).load()
+            stored = _Meta(io.BytesIO(member(f"{prefix}/data.pkl"))).load()
             if not isinstance(stored, _Stored):
                 return None, "not a plain tensor"
-            order = zf.read(f"{prefix}/byteorder").decode() if f"{prefix}/byteorder" in names else None
-            info = zf.getinfo(f"{prefix}/data/{stored.storage[1]}")
+            order = member(f"{prefix}/byteorder").decode() if f"{prefix}/byteorder" in names else None
+            dtype, key, numel = stored.storage
+            start, nbytes = _member(fd, offset, length, zf.getinfo(f"{prefix}/data/{key}"))
     except (zipfile.BadZipFile, zipfile.LargeZipFile, KeyError, OSError, EOFError, ValueError, TypeError,
             IndexError, AttributeError, pickle.UnpicklingError, UnicodeDecodeError) as e:
         return None, f"not a torch.save archive read here ({type(e).__name__})"
     if order != sys.byteorder:
         return None, f"byte order {order}"
-    dtype, _, numel = stored.storage
-    if info.compress_type != zipfile.ZIP_STORED or info.file_size != numel * dtype.itemsize:
-        return None, "compressed or mis-sized data record"
-    head = os.pread(fd, 30, offset + info.header_offset)
-    if len(head) != 30 or head[:4] != b"PK\x03\x04":
-        return None, "no local header at the data record"
-    name_len, extra_len = struct.unpack("<HH", head[26:30])
-    start = info.header_offset + 30 + name_len + extra_len
-    if start + info.file_size > length:
-        return None, "data record beyond the item's slice"
-    return (dtype, stored, offset + start, info.file_size), ""
+    if nbytes != numel * dtype.itemsize:
+        return None, "data record of another size than its storage"
+    return (dtype, stored, offset + start, nbytes), ""
 
 
 def _contiguous(size: tuple, stride: tuple) -> bool:
