@@ -189,6 +189,7 @@ class _Reads:
     def bounce_of(self, nbytes: int) -> torch.Tensor:
         if self.bounce is None or self.bounce.numel() < nbytes:
             grown = nbytes - (0 if self.bounce is None else self.bounce.numel())
+            self.bounce = None  # never two at once
             self.bounce = torch.empty(nbytes, dtype=torch.uint8)
             _accounting.add("bounce_bytes", grown)  # the call's largest bounce buffer
         return self.bounce[:nbytes]
@@ -205,7 +206,10 @@ class _Reads:
                 or stored.offset + math.prod(size) > stored.storage[2]):
             return False
         stride = [math.prod(size[d + 1:]) for d in range(len(size))]
-        r = len(size)  # dims >= r are whole: each run is contiguous in the file and in the target
+        # r: the innermost dimension the request does not take whole (0 when it takes them all).
+        # The request is a set of runs: for each index of the dimensions before r, lengths[r] rows
+        # of the whole dimensions after it, contiguous in the file and, in order, in the target.
+        r = len(size)
         while r > 0 and lengths[r - 1] == size[r - 1]:
             r -= 1
         r = max(r - 1, 0)
