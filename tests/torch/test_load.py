@@ -6,6 +6,7 @@ narrows on inner dimensions, two pieces loaded as three) loads bitwise; a corrup
 truncated file raise what stock raises; bytes still queued for a table on the caller's stream land
 before the load's (the Viewer's wait comes before the direct read)."""
 import os
+import shutil
 
 from conftest import run_body
 
@@ -22,8 +23,12 @@ AUTO = {"UVMCHUNK_DCP_VIEWS": "on", "UVMCHUNK_PINNED_THRESHOLD": "32MiB"}
 
 def load_run(tmp_path, body, mode, *args, name=None):
     with_lib = mode == "auto"
-    r = run_body(body, with_lib, "--dir", str(tmp_path / (name or mode)), "--mode", mode, *args,
-                 script=BODY, lib_env=AUTO, timeout=600)
+    folder = tmp_path / (name or mode)
+    try:
+        r = run_body(body, with_lib, "--dir", str(folder), "--mode", mode, *args, script=BODY, lib_env=AUTO,
+                     timeout=600)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)  # checkpoints of up to 256 MiB: disk is shared
     return r, r.result
 
 
