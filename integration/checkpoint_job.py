@@ -8,8 +8,9 @@ saves it with torch.distributed.checkpoint.save, loads it back into fresh tensor
 and checks every byte. Each rank then writes ONE line (one os.write) `RESULT <json>` on stdout:
 seconds (save, load, wall), peak resident host memory (VmHWM of /proc/self/status), the save's own
 peak above the resident memory just before it (save_extra: the peak is reset with
-/proc/self/clear_refs first), pinned figures, zero-copy views the planners took, whether
-libuvmchunk was mapped in the process. The library's own `uvmchunk: stats:` line
+/proc/self/clear_refs first), the load's own peak measured the same way (load_extra, the fresh
+tensors zero-filled first), pinned figures, zero-copy views the planners took, whether libuvmchunk
+was mapped in the process. The library's own `uvmchunk: stats:` line
 comes on the rank's stderr at exit; run.sh collects it from torchrun's per-rank logs.
 
 The same script serves the real GPU and the simulated CUDA runtime (tests/sim): no operation here
@@ -109,6 +110,18 @@ def fill(t, filler):
     for i, off in enumerate(range(0, n, c)):
         m = min(c, n - off)
         flat[off:off + m].copy_(filler.expected(i, m))
+    torch.cuda.synchronize()
+
+
+def zero(t, chunk):
+    """Zero-fill CUDA tensor t block by block (host-to-device copies only), so every page is
+    resident before a measurement, as FBGEMM zero-fills a new table (memory_utils.cu)."""
+    import torch
+    flat = t.view(-1).view(torch.uint8)
+    zeros = torch.zeros(min(chunk, flat.numel()), dtype=torch.uint8)
+    for off in range(0, flat.numel(), zeros.numel()):
+        m = min(zeros.numel(), flat.numel() - off)
+        flat[off:off + m].copy_(zeros[:m])
     torch.cuda.synchronize()
 
 
@@ -300,10 +313,17 @@ def main():
         # back, so a load that wrote nothing cannot pass the comparison
         made = make_state(a.size, rank)
         fresh = {k: t for k, (t, _) in made.items()}
+        for t in fresh.values():  # resident, as a new table is: the load's figure is the load's own
+            zero(t, a.chunk)
+        # the load's own peak above what the job holds then, measured as the save's
+        out["vmhwm_before_load"] = proc_status("VmHWM")  # the reset below forgets it
+        peak_reset = reset_peak()
+        rss_start = proc_status("VmRSS")
         t0 = time.monotonic()
         dcp.load(fresh, checkpoint_id=ckpt, **load_kw)
         torch.cuda.synchronize()
         out["load_s"] = time.monotonic() - t0
+        out["load_extra"] = proc_status("VmHWM") - rss_start if peak_reset else None
         out["load_views"] = views_taken("load", load_kw.get("planner"))
         out["equal"] = {k: verify(t, fillers[seed]) for k, (t, seed) in made.items()}
         out["ok"] = all(out["equal"].values())
@@ -314,7 +334,7 @@ def main():
         traceback.print_exc()
     out["pinned_asked_peak"] = host_pinned_peak()
     out["pinned_locked_peak"] = int(drv.uvmsim_pinned_peak()) if drv else None
-    out["vmhwm"] = max(proc_status("VmHWM"), out.get("vmhwm_before_save") or 0)
+    out["vmhwm"] = max(proc_status("VmHWM"), out.get("vmhwm_before_save") or 0, out.get("vmhwm_before_load") or 0)
     out["wall_s"] = time.monotonic() - t_start
     report(**out)
     try:

@@ -162,6 +162,7 @@ def job_row(size, mode, rc, log, folder, note, backend, spec):
     row["extra"] = per_rank(extras, size_text)
     row["extra_max"] = max(extras) if extras and None not in extras else None
     row["held"] = per_rank([x.get("held_after_save") for x in res], signed_size)
+    row["load_extra"] = per_rank([x.get("load_extra") for x in res], size_text)
     asked = [x.get("pinned_asked_peak") for x in res if x.get("pinned_asked_peak") is not None]
     row["pinned_asked"] = size_text(max(asked)) if asked else "-"
     if backend == "sim":
@@ -265,7 +266,7 @@ def main():
     print(table(jobs, [("size", "SIZE/rank"), ("mode", "mode"), ("ok", "success"), ("save_s", "save s"),
                        ("gbps", "GB/s"), ("load_s", "load s"), ("rss", "peak RSS r0,r1"),
                        ("extra", "extra over the start r0,r1"), ("saved", f"saved vs stock ({baseline})"),
-                       ("held", "held after the save r0,r1"),
+                       ("held", "held after the save r0,r1"), ("load_extra", "load extra r0,r1"),
                        ("pinned_asked", "pinned asked"), ("pinned_locked", "pinned locked"),
                        ("pageable", "served lazily r0,r1"), ("split", "split copies/bytes r0,r1"),
                        ("views", "zero-copy views r0,r1"), ("preload", "preloaded r0,r1")]))
@@ -274,7 +275,7 @@ def main():
         print(f"  {name}: {modes.get(name, {}).get('legend') or '(not in modes.txt)'}")
     print("peak RSS: the whole process (PyTorch, the table, the save). extra over the start: the save's own "
           "peak above the memory held just before it. held after the save: resident memory once dcp.save returned, minus "
-          "just before it. saved vs stock: the largest rank's extra, "
+          "just before it. load extra: the load's own peak above the memory held just before it. saved vs stock: the largest rank's extra, "
           f"{baseline} minus this mode. GB/s: bytes per rank / save seconds, slowest rank. pinned asked: peak of "
           "PyTorch's host allocator (largest rank). pinned locked: " +
           ("the simulator's measured page-locked peak." if a.backend == "sim" else

@@ -281,16 +281,19 @@ def roundtrip(a, rank, world, output_dtensor, drv, rt):
     dist.barrier()
     state = state_of(model)
     views0 = auto_views("load")
+    clear_hwm()
+    rss0 = status_bytes("VmRSS")
     t0 = time.monotonic()
     dcp.load(state, checkpoint_id=path, planner=load_planner)
     torch.cuda.synchronize()
     load_s = time.monotonic() - t0
+    load_peak = status_bytes("VmHWM") - rss0
     bad = mismatched(pieces_of(state), want)
     dist.barrier()
     result(rank=rank, mode=a.mode, output="dtensor" if output_dtensor else "sharded", kind=kind, pieces=len(pieces),
            tables={name_of(k): [list(t.shape), t.numel() * t.element_size()] for k, t in tables.items()},
            largest_local_table=max(t.numel() * t.element_size() for t in tables.values()),
-           advice=advice, zeroed=zeroed, mismatched=bad, peak_extra_bytes=peak, save_s=round(save_s, 3),
+           advice=advice, zeroed=zeroed, mismatched=bad, peak_extra_bytes=peak, load_peak_extra_bytes=load_peak, save_s=round(save_s, 3),
            load_s=round(load_s, 3), locked_peak=locked_peak, train_steps=a.train_steps, saves=saves,
            save_views=save_views,
            load_views=load_planner.zero_copy.views if load_planner else auto_views("load") - views0,

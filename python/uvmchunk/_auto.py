@@ -11,7 +11,7 @@ from typing import Any, Optional
 import torch
 from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner, DefaultSavePlanner
 
-from . import _accounting, _spill
+from . import _accounting, _reads, _spill
 from ._config import say_once
 from .dcp import ZeroCopyLoadMixin, ZeroCopySaveMixin, release_host_cache
 from ._views import Viewer, local_tensors
@@ -241,5 +241,6 @@ def install_auto_views(views: bool = True) -> None:
 
     patch(DefaultSavePlanner, "resolve_data", ("resolve_data",), ZeroCopySaveMixin, True)
     patch(DefaultLoadPlanner, "resolve_tensor", ("resolve_tensor", "commit_tensor"), ZeroCopyLoadMixin, False)
+    _reads.install()  # FileSystemReader reads the loads' viewed targets straight from the file
     say_once("installed", "info", "torch.distributed.checkpoint: default planners hand DCP zero-copy views of "
               "managed tensors that prefer the CPU; host cache released after each save")

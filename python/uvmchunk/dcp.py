@@ -5,7 +5,9 @@ host RAM. ``ZeroCopySavePlanner.resolve_data`` hands DCP an exact-size CPU view 
 DCP writes straight from them: no copy, no page-locked destination, about zero extra host memory
 whatever the number and size of tables (DCP's loaders skip the copy of a CPU tensor whose storage
 is exactly its size). ``ZeroCopyLoadPlanner.resolve_tensor`` does the same for a restore: the
-reader writes the host-resident pages directly, with no host-to-device copy and no migration.
+reader writes the host-resident pages directly, with no host-to-device copy and no migration; with
+PyTorch's FileSystemReader the bytes go from the file into the pages in bounded chunks, never
+through a whole-item CPU tensor (uvmchunk._reads).
 
 The view is taken only when all of these hold, else DCP's normal path runs (which the preload
 library then handles): the tensor is a contiguous CUDA tensor in managed memory, without a lazy
@@ -34,6 +36,7 @@ from typing import Any, Optional
 import torch
 from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner, DefaultSavePlanner
 
+from . import _reads
 from ._cuda import rt
 from ._views import Viewer, views_taken
 
@@ -73,6 +76,7 @@ class ZeroCopyLoadMixin:
         super().set_up_planner(state_dict, metadata, is_coordinator)  # positional, as DCP calls it
         self.zero_copy = Viewer(self.zero_copy_any_managed)
         self.zero_copy.prepare(getattr(self, "state_dict", state_dict))
+        _reads.install()  # FileSystemReader reads viewed targets straight from the file
 
     def resolve_tensor(self, read_item):
         t = super().resolve_tensor(read_item)
