@@ -110,10 +110,9 @@ def _caller_device(args: tuple, kwargs: dict) -> Optional[int]:
     if not torch.cuda.is_initialized():
         return None
     state = kwargs.get("state_dict", args[0] if args else None)
-    for value in (state.values() if isinstance(state, dict) else ()):
-        for t in local_tensors(value):
-            if t.device.type == "cuda" and t.device.index is not None:
-                return t.device.index
+    for t in local_tensors(state):
+        if t.device.type == "cuda" and t.device.index is not None:
+            return t.device.index
     return torch.cuda.current_device()
 
 

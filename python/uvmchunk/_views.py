@@ -33,15 +33,21 @@ def views_taken() -> dict[str, int]:
 
 def local_tensors(obj: Any) -> list[torch.Tensor]:
     """The tensors of this process that a state-dict value holds: a plain tensor itself, a
-    DTensor's local tensor, a ShardedTensor's local shards; nothing for other values."""
-    if hasattr(obj, "local_shards") and callable(obj.local_shards):  # ShardedTensor
-        try:
-            return [s.tensor for s in obj.local_shards()]
-        except (RuntimeError, AttributeError):
-            return []
+    DTensor's local tensor, the local shards of a ShardedTensor or of TorchRec's LocalShardsWrapper
+    (a DTensor's local tensor with output_dtensor=True), the values of nested dicts, lists and
+    tuples; nothing for other values."""
+    if isinstance(obj, dict):
+        return [t for v in obj.values() for t in local_tensors(v)]
+    if isinstance(obj, (list, tuple)):
+        return [t for v in obj for t in local_tensors(v)]
     local = getattr(obj, "_local_tensor", None)  # DTensor
     if isinstance(local, torch.Tensor):
-        return [local]
+        return local_tensors(local)
+    if hasattr(obj, "local_shards") and callable(obj.local_shards):
+        try:  # ShardedTensor: Shard objects; LocalShardsWrapper: tensors
+            return [t for s in obj.local_shards() for t in local_tensors(getattr(s, "tensor", s))]
+        except (RuntimeError, AttributeError, TypeError):
+            return []
     return [obj] if isinstance(obj, torch.Tensor) else []
 
 
@@ -80,16 +86,14 @@ class Viewer:
 
     def prepare(self, state_dict: Any) -> None:
         """On the caller's thread, before DCP resolves any item (set_up_planner): waits, per device
-        holding an eligible tensor of `state_dict` (the planner's, flattened), for the work queued so
+        holding an eligible tensor of `state_dict` (nested values included), for the work queued so
         far on this thread's current stream of that device; only those devices get views. With
         FileSystemWriter(thread_count > 1), items are resolved on writer threads too, whose current
         stream is not the caller's (torch/distributed/checkpoint/filesystem.py)."""
         devices = set()
-        for value in (state_dict.values() if isinstance(state_dict, dict) else ()):
-            for t in local_tensors(value):
-                if isinstance(t, torch.Tensor) and t.device.type == "cuda" and _device(t) not in devices \
-                        and self.eligible(t):
-                    devices.add(_device(t))
+        for t in local_tensors(state_dict):
+            if t.device.type == "cuda" and _device(t) not in devices and self.eligible(t):
+                devices.add(_device(t))
         runtime = rt()
         for dev in sorted(devices):
             runtime.wait_current_stream(dev) if runtime else torch.cuda.current_stream(dev).synchronize()
