@@ -70,7 +70,7 @@ int main(int argc, char **argv)
         return d.count ? 2 : 0;
 
     const char *file = getenv("UVMCHUNK_CONFIG");
-    char line[512];
+    char line[1024]; /* every key, the report path (up to 255 bytes) included */
     uvmc_config_describe(&cfg, line, sizeof line);
     if (file == NULL)
         printf("config file: /etc/uvmchunk.conf (%s)\n",

@@ -6,8 +6,11 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#define UVMC_REPORT_MAX 256 /* the report key: longest path + 1 */
+
 enum uvmc_prefetch { UVMC_PREFETCH_NONE = 0, UVMC_PREFETCH_HOST, UVMC_PREFETCH_DEVICE };
-enum uvmc_log_level { UVMC_LOG_ERROR = 0, UVMC_LOG_WARN, UVMC_LOG_INFO, UVMC_LOG_DEBUG };
+/* notice: the package's one line per checkpoint (shown by default; log_level = warn silences it) */
+enum uvmc_log_level { UVMC_LOG_ERROR = 0, UVMC_LOG_WARN, UVMC_LOG_NOTICE, UVMC_LOG_INFO, UVMC_LOG_DEBUG };
 enum uvmc_engine { UVMC_ENGINE_AUTO = 0, UVMC_ENGINE_HOST, UVMC_ENGINE_COPY };
 
 struct uvmc_config {
@@ -23,6 +26,7 @@ struct uvmc_config {
     unsigned copy_threads;        /* host threads per block of the host engine, 1..64 */
     bool intercept_dlsym;         /* static runtimes expected: warn when libuvmchunk-dlsym.so is missing */
     bool dcp_views;               /* the Python package's automatic zero-copy DCP views (read by Python only) */
+    char report[UVMC_REPORT_MAX]; /* file the package appends one JSON line per checkpoint to; "" = none (Python only) */
 };
 
 /* Built-in defaults (see config/uvmchunk.conf for the reasoning). */
