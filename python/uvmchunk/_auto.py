@@ -12,7 +12,7 @@ from typing import Any, Optional
 import torch
 from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner, DefaultSavePlanner
 
-from . import _accounting
+from . import _accounting, _report
 from ._config import say_once
 from .dcp import ZeroCopyLoadMixin, ZeroCopySaveMixin, release_host_cache
 from ._views import Viewer
@@ -110,6 +110,7 @@ def install_auto_views(views: bool = True) -> None:
                            and _views_allowed(kwargs.get(storage_key)))
             result = None
             call = _accounting.begin(f"dcp.{name}")
+            report = None if by_executor else _report.start(call, args, kwargs)  # the executor's: async_save's
             try:
                 result = orig(*args, **kwargs)
                 return result
@@ -118,6 +119,7 @@ def install_auto_views(views: bool = True) -> None:
                 _accounting.end(call)
                 if not by_executor:
                     after(result, device)
+                _report.done(report, result)
 
         new = _patched(orig, entry)
         setattr(module, name, new)
@@ -156,9 +158,9 @@ def install_auto_views(views: bool = True) -> None:
         def resolved(self: Any, *args: Any, **kwargs: Any) -> Any:  # the caller's own argument names
             obj = orig_resolve(self, *args, **kwargs)
             viewer = self.__dict__.get("_uvmchunk_auto")
-            if viewer is None:
-                return obj
-            return viewer.save_view(self, obj) if on_save else viewer.load_view(obj)
+            out = obj if viewer is None else viewer.save_view(self, obj) if on_save else viewer.load_view(obj)
+            _report.resolved(obj, out)
+            return out
 
         cls.set_up_planner = _patched(orig_setup, set_up_planner)
         setattr(cls, resolve, _patched(orig_resolve, resolved))
