@@ -109,6 +109,7 @@ class Report:
             self.t1 = time.monotonic()
             self.sampler.stop()
             rec = self.record()
+            _hand_totals_to_library()
             log("notice", line(rec))
             path = configuration().get("report", "")
             if path:
@@ -147,6 +148,20 @@ def line(rec: dict[str, Any]) -> str:
     if rec.get("stock_pinned_bytes"):
         text += f" (stock: {size_text(rec['stock_pinned_bytes'])} page-locked)"
     return text
+
+
+_VIEWS_ENV = "_UVMCHUNK_VIEW_TOTALS"  # read once by the library at exit (interpose/stats.c); not a
+# UVMCHUNK_* name, which the configuration would take for a key
+
+
+def _hand_totals_to_library() -> None:
+    """Keeps the process's view totals where the library's exit stats line reads them: tensors and
+    bytes saved (dcp.save, dcp.async_save) and loaded through views. Once per checkpoint, so a
+    process that ends without running Python's exit handlers still has them."""
+    t = _accounting.totals()
+    saved = [sum(t.get(k, {}).get(f, 0) for k in ("dcp.save", "dcp.async_save")) for f in ("view_tensors", "view_bytes")]
+    loaded = [t.get("dcp.load", {}).get(f, 0) for f in ("view_tensors", "view_bytes")]
+    os.environ[_VIEWS_ENV] = " ".join(str(n) for n in [os.getpid()] + saved + loaded)  # a child's is not ours
 
 
 def append(path: str, rec: dict[str, Any]) -> None:
