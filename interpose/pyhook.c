@@ -1,7 +1,9 @@
 /* pyhook.c: says once per process when a Python with PyTorch runs under the library without the
  * uvmchunk package's automatic DCP views (python/uvmchunk/_autoload.py), so its saves copy. */
+#include <fcntl.h>
 #include <limits.h>
 #include <link.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -18,6 +20,45 @@ static int uvmc_find_torch_python(struct dl_phdr_info *info, size_t size, void *
     (void)arg;
     const char *base = info->dlpi_name ? strrchr(info->dlpi_name, '/') : NULL;
     return base && strcmp(base + 1, "libtorch_python.so") == 0;
+}
+
+#ifndef UVMC_SOURCE_DIR
+#define UVMC_SOURCE_DIR ""
+#endif
+
+/* The interpreter as the job named it (Python's sys.executable): argv[0] when it holds a '/', else
+ * the first match on PATH. Not /proc/self/exe, which resolves a virtual environment's bin/python
+ * link to the base interpreter the environment was made from, where pip would install elsewhere. */
+static void uvmc_python_path(char *out, size_t size)
+{
+    char argv0[PATH_MAX] = "";
+    int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        ssize_t n = read(fd, argv0, sizeof argv0 - 1);
+        argv0[n > 0 ? n : 0] = '\0';
+        close(fd);
+    }
+    snprintf(out, size, "%s", *argv0 ? argv0 : "python");
+    if (strchr(argv0, '/') != NULL) {
+        if (argv0[0] != '/') { /* relative: as sys.executable, from the working directory */
+            char cwd[PATH_MAX];
+            if (getcwd(cwd, sizeof cwd) != NULL && (size_t)snprintf(out, size, "%s/%s", cwd, argv0) >= size)
+                snprintf(out, size, "%s", argv0); /* too long to show whole: as the job named it */
+        }
+        return;
+    }
+    const char *path = getenv("PATH");
+    while (path != NULL && *path && *argv0) {
+        const char *end = strchr(path, ':');
+        size_t len = end ? (size_t)(end - path) : strlen(path);
+        char candidate[PATH_MAX];
+        if (len && (size_t)snprintf(candidate, sizeof candidate, "%.*s/%s", (int)len, path, argv0) < sizeof candidate &&
+            access(candidate, X_OK) == 0) {
+            snprintf(out, size, "%s", candidate);
+            return;
+        }
+        path = end ? end + 1 : NULL;
+    }
 }
 
 void uvmc_pyhook_check(void)
@@ -37,11 +78,17 @@ void uvmc_pyhook_check(void)
         return;
     }
     char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    exe[n > 0 ? n : 0] = '\0';
+    uvmc_python_path(exe, sizeof exe);
+    char source[PATH_MAX + 32];
+    if (*UVMC_SOURCE_DIR && snprintf(source, sizeof source, "%s/pyproject.toml", UVMC_SOURCE_DIR) > 0 &&
+        access(source, R_OK) == 0)
+        snprintf(source, sizeof source, "%s", UVMC_SOURCE_DIR);
+    else
+        snprintf(source, sizeof source, "/path/to/the/libuvmchunk/checkout");
+    /* The package is not on any index: it installs from the checkout the library was built from. */
     uvmc_log(UVMC_LOG_WARN,
-             "this Python (%s, pid %d) has PyTorch but not the uvmchunk package's hook (it needs `pip install "
-             "uvmchunk` in this environment and PyTorch 2.5 or newer): checkpoints of managed tensors take the "
-             "copy path, not zero-copy views",
-             n > 0 ? exe : "?", (int)getpid());
+             "this Python (%s, pid %d) has PyTorch but not the uvmchunk package's hook, so checkpoints of managed "
+             "tensors take the copy path, not zero-copy views: install it with `%s -m pip install %s` (PyTorch 2.5 "
+             "or newer)",
+             exe, (int)getpid(), exe, source);
 }
