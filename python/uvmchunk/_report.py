@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
 import time
 from typing import Any, Optional
 
@@ -105,6 +106,7 @@ class Report:
 
     def finish(self) -> Optional[dict[str, Any]]:
         """Stops the measurement, says the line, appends the JSON record; never raises."""
+        _pending_async.discard(id(self.call))
         try:
             self.t1 = time.monotonic()
             self.sampler.stop()
@@ -176,13 +178,20 @@ def append(path: str, rec: dict[str, Any]) -> None:
         os.close(fd)
 
 
+_pending_async: set[int] = set()  # async_save calls whose upload has not completed
+
+
 def start(call: _accounting.Call, args: tuple, kwargs: dict) -> Optional[Report]:
     """Starts measuring `call` (opened by _accounting.begin just before) of a wrapped entry point
     called with `args` / `kwargs`; None when it cannot (said once). dcp.async_save stages a copy of
     every CUDA tensor of its state dict (torch/distributed/checkpoint/state_dict_saver.py): those
     bytes are its copies."""
     try:
+        if (call.kind == "dcp.save" and _pending_async
+                and threading.current_thread().name.startswith("ThreadPoolExecutor")):
+            return None  # PyTorch 2.8's async_save runs save on a ThreadPoolExecutor: part of its report
         if call.kind == "dcp.async_save":
+            _pending_async.add(id(call))
             state = kwargs.get("state_dict", args[0] if args else None)
             _accounting.add("copied_bytes", _cuda_bytes(state))
             _accounting.note("copies_counted", True)
