@@ -421,7 +421,8 @@ bool uvmc_config_set(struct uvmc_config *cfg, const char *key, const char *value
     if (!ok) {
         char kept[UVMC_REPORT_MAX], consequence[UVMC_REPORT_MAX + 16];
         uvmc_format_current(cfg, k->id, kept, sizeof kept);
-        snprintf(consequence, sizeof consequence, "keeping %s", kept);
+        /* An empty value (report's default) kept is said as "none", the key's own word for it. */
+        snprintf(consequence, sizeof consequence, "keeping %s", *kept ? kept : "none");
         int shown = n > UVMC_SHOWN_VALUE_MAX ? UVMC_SHOWN_VALUE_MAX : (int)n;
         uvmc_diagf(diag, ctx, consequence, "%s: bad value '%.*s%s' for %s%s", where, shown, s,
                    n > UVMC_SHOWN_VALUE_MAX ? "..." : "", k->name, k->hint);

@@ -322,7 +322,15 @@ START_TEST(messages)
     /* The quoted value is trimmed. */
     ck_assert(!uvmc_config_set(&c, "depth", "  99 \t", "w", collect, &log));
     ck_assert_str_eq(log.line[10], "w: bad value '99' for depth (1..64); keeping 4");
-    ck_assert_int_eq(log.n, 11);
+    /* An empty value kept is said, not left blank after "keeping". */
+    ck_assert(!uvmc_config_set(&c, "report", "/tmp/a b", "w", collect, &log));
+    ck_assert_str_eq(log.line[11], "w: bad value '/tmp/a b' for report (a file path without blanks, at most 255 bytes; "
+                                   "empty = none); keeping none");
+    ck_assert(uvmc_config_set(&c, "report", "/tmp/r.jsonl", "w", collect, &log));
+    ck_assert(!uvmc_config_set(&c, "report", "/tmp/a b", "w", collect, &log));
+    ck_assert_str_eq(log.line[12], "w: bad value '/tmp/a b' for report (a file path without blanks, at most 255 bytes; "
+                                   "empty = none); keeping /tmp/r.jsonl");
+    ck_assert_int_eq(log.n, 13);
 }
 END_TEST
 
