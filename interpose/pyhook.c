@@ -1,5 +1,7 @@
 /* pyhook.c: says once per process when a Python with PyTorch runs under the library without the
- * uvmchunk package's automatic DCP views (python/uvmchunk/_autoload.py), so its saves copy. */
+ * uvmchunk package's automatic DCP views (python/uvmchunk/_autoload.py), so its saves copy: at its
+ * first managed allocation (the tables it will save), split copy or lazily served request. */
+#include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <link.h>
@@ -61,11 +63,21 @@ static void uvmc_python_path(char *out, size_t size)
     }
 }
 
-void uvmc_pyhook_check(void)
+atomic_bool uvmc_pyhook_checked;
+
+static void uvmc_pyhook_say(void);
+
+void uvmc_pyhook_check_once(void)
 {
-    static atomic_bool checked;
-    if (atomic_load_explicit(&checked, memory_order_relaxed) || atomic_exchange(&checked, true))
+    if (atomic_exchange(&uvmc_pyhook_checked, true))
         return;
+    int saved = errno; /* a managed allocation's caller may look at errno after it: as it was */
+    uvmc_pyhook_say();
+    errno = saved;
+}
+
+static void uvmc_pyhook_say(void)
+{
     if (!uvmc_cfg.dcp_views || !dl_iterate_phdr(uvmc_find_torch_python, NULL))
         return; /* views switched off, or no PyTorch in this process */
     const char *pid = getenv(UVMC_HOOK_ENV);
@@ -85,10 +97,15 @@ void uvmc_pyhook_check(void)
         snprintf(source, sizeof source, "%s", UVMC_SOURCE_DIR);
     else
         snprintf(source, sizeof source, "/path/to/the/libuvmchunk/checkout");
+    /* torchrun's RANK: which worker lacks it, where every rank says its own line. */
+    const char *rank = getenv("RANK");
+    char who[32] = "";
+    if (rank && *rank && strlen(rank) <= 12 && strspn(rank, "0123456789") == strlen(rank))
+        snprintf(who, sizeof who, ", rank %s", rank);
     /* The package is not on any index: it installs from the checkout the library was built from. */
     uvmc_log(UVMC_LOG_WARN,
-             "this Python (%s, pid %d) has PyTorch but not the uvmchunk package's hook, so checkpoints of managed "
+             "this Python (%s, pid %d%s) has PyTorch but not the uvmchunk package's hook, so checkpoints of managed "
              "tensors take the copy path, not zero-copy views: install it with `%s -m pip install %s` (PyTorch 2.5 "
              "or newer)",
-             exe, (int)getpid(), exe, source);
+             exe, (int)getpid(), who, exe, source);
 }

@@ -3,8 +3,9 @@ says one `uvmchunk: rank N dcp.save|dcp.load|dcp.async_save` line and appends th
 UVMCHUNK_REPORT as one JSON line, and its host memory figures agree with the job's own
 measurement (VmHWM reset just before the call, as integration/checkpoint_job.py does) within 5 %
 or 4 MiB; log_level = warn silences the line, not the file; the library's exit stats line counts
-the views. The notice for a Python without the package's hook names the job's interpreter (a
-virtual environment's, not its base) and the install command for this checkout."""
+the views. The notice for a Python without the package's hook comes at the first managed
+allocation, on the rank that made it, and names the job's interpreter (a virtual environment's,
+not its base) and the install command for this checkout."""
 import json
 import os
 import re
@@ -80,15 +81,25 @@ def test_warn_silences_the_line_and_stats_count_views(tmp_path):
     assert m.group(2) == f"{res['managed_bytes'] // MIB} MiB", r.describe()
 
 
-def test_missing_package_is_said_with_the_interpreter_and_command(tmp_path):
+def test_missing_package_is_said_at_the_first_managed_allocation(tmp_path):
     """A Python with PyTorch but without the package's hook (its entry point missing) under the
-    library: one notice naming sys.executable as the job ran it and `-m pip install <checkout>`.
-    Small copies split (threshold 8 MiB) so the library meets the save's copies."""
-    r = run(tmp_path, dict(AUTO, UVMCHUNK_THRESHOLD="8MiB"), extra_env={"PYTHONPATH": pydev_path(hook=False)})
-    res = r.result
+    library: one notice per affected rank, at its first managed allocation (no split copy, no lazily
+    served request: the threshold above every copy), naming sys.executable as the job ran it (the
+    virtual environment's interpreter) and `-m pip install <checkout>`. Under torchrun with managed
+    tables on rank 1 only, rank 1 alone says it; rank 0, which allocates no managed memory, does not."""
+    r = run_body(None, True, str(TABLE), str(tmp_path / "ckpt"), "1", script=BODY, launcher=TORCHRUN,
+                 lib_env=dict(AUTO, UVMCHUNK_THRESHOLD="1GiB", UVMCHUNK_STATS="on"),
+                 extra_env={"PYTHONPATH": pydev_path(hook=False)}, timeout=600)
+    by_rank = {res["rank"]: res for res in r.results}
+    assert sorted(by_rank) == [0, 1] and by_rank[1]["managed"] and not by_rank[0]["managed"], r.describe()
+    assert all(res["equal"] for res in r.results), r.describe()
+    assert len(r.stats) == 2 and all(s[0] == 0 for s in r.stats), r.describe()  # no split copy said it
     notices = [ln for ln in r.err.splitlines() if MISSING in ln]
     assert len(notices) == 1, r.describe()
     print(notices[0])
-    assert f"this Python ({res['executable']}, pid {res['pid']})" in notices[0], r.describe()
-    assert f"`{res['executable']} -m pip install {TOP}`" in notices[0], r.describe()
+    one = by_rank[1]
+    assert f"this Python ({one['executable']}, pid {one['pid']}, rank 1)" in notices[0], r.describe()
+    assert f"`{one['executable']} -m pip install {TOP}`" in notices[0], r.describe()
+    assert one["executable"] == sys.executable, r.describe()  # the venv's interpreter, not its base
     assert "uvmchunk: rank" not in r.err, r.describe()  # no package hook: no report either
+
