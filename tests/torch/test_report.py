@@ -20,6 +20,7 @@ AUTO = {"UVMCHUNK_DCP_VIEWS": "on"}
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
 CALLS = ("dcp.save", "dcp.load", "dcp.async_save")
 MISSING = "has PyTorch but not the uvmchunk package's hook"
+FORGOTTEN = "libuvmchunk.so is not loaded in this process; run the job as `"
 
 
 def run(tmp_path, lib_env, launcher=None, extra_env=None):
@@ -63,7 +64,7 @@ def test_line_and_record_on_every_rank(tmp_path):
                 assert rec["copied_bytes"] <= res["cuda_bytes"] - res["managed_bytes"], rec
                 assert f"{_mib(rec['view_bytes'])} MiB" in lines[0] and "2 managed tables' pages" in lines[0], lines[0]
         assert "stock:" in [ln for ln in r.err.splitlines() if f"rank {rank} dcp.save" in ln][0]
-    assert MISSING not in r.err, r.describe()
+    assert MISSING not in r.err and FORGOTTEN not in r.err, r.describe()
 
 
 def _mib(n):
@@ -103,3 +104,19 @@ def test_missing_package_is_said_at_the_first_managed_allocation(tmp_path):
     assert one["executable"] == sys.executable, r.describe()  # the venv's interpreter, not its base
     assert "uvmchunk: rank" not in r.err, r.describe()  # no package hook: no report either
 
+
+def test_forgotten_launcher_is_said_at_the_first_save(tmp_path):
+    """The package installed (its hook on PYTHONPATH) but the library not preloaded (only the
+    simulator is): the first dcp.save of managed tensors says, on the rank that copies them, how
+    many bytes of managed memory it copies and the command that runs the job under uvmchunk-run;
+    rank 0, whose tensors are ordinary CUDA memory, says nothing; later calls say nothing either."""
+    r = run_body(None, False, str(TABLE), str(tmp_path / "ckpt"), "1", script=BODY, launcher=TORCHRUN, timeout=600)
+    by_rank = {res["rank"]: res for res in r.results}
+    assert sorted(by_rank) == [0, 1] and all(res["equal"] for res in r.results), r.describe()
+    lines = [ln for ln in r.err.splitlines() if FORGOTTEN in ln]
+    assert len(lines) == 1, r.describe()
+    print(lines[0])
+    managed = by_rank[1]["managed_bytes"]
+    assert lines[0].startswith(f"uvmchunk: rank 1 dcp.save copies {managed // MIB} MiB of managed memory (2 tensors) "
+                               "through host memory"), r.describe()
+    assert re.search(r"run the job as `(\S*/)?uvmchunk-run -- torchrun \.\.\.`", lines[0]), r.describe()
