@@ -52,34 +52,13 @@ def install(module: Any) -> None:
         setattr(module, name, wrap(name, orig))
 
 
-def local_tensors(obj: Any) -> Any:
-    """The tensors a (nested) state dict holds in this process: a DTensor by its local tensor, a
-    ShardedTensor (and TorchRec's LocalShardsWrapper) by its local shards; Statefuls skipped."""
-    import torch
-
-    stack = [obj]
-    while stack:
-        o = stack.pop()
-        if isinstance(o, dict):
-            stack.extend(o.values())
-        elif isinstance(o, (list, tuple)):
-            stack.extend(o)
-        elif isinstance(o, torch.Tensor) or hasattr(o, "local_shards"):
-            local = getattr(o, "_local_tensor", None)
-            shards = getattr(o, "local_shards", None)
-            if local is not None:
-                stack.append(local)
-            elif callable(shards):
-                stack.extend(getattr(s, "tensor", s) for s in shards())
-            elif isinstance(o, torch.Tensor):
-                yield o
-
-
 def _managed(state_dict: Any) -> tuple[int, int]:
     """(tensors, bytes) of the distinct CUDA managed tensors of `state_dict`; (0, 0) when it has no
     CUDA tensor (then CUDA is not asked) or the runtime cannot be asked."""
+    from ._report import local_tensors
+
     cuda = {}
-    for t in local_tensors(state_dict):
+    for t in local_tensors(state_dict, stateful=False):
         if t.is_cuda and t.numel():
             cuda[(t.data_ptr(), t.numel() * t.element_size())] = t
     if not cuda:

@@ -14,7 +14,7 @@ import os
 import sys
 import threading
 import time
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 from . import _accounting
 from ._config import configuration, log
@@ -221,12 +221,13 @@ def resolved(before: Any, after: Any) -> None:
         _accounting.add("copied_bytes", before.numel() * before.element_size())
 
 
-def _cuda_bytes(obj: Any) -> int:
-    """Bytes of the distinct CUDA tensors in a (nested) state dict; DTensors by their local shard."""
+def local_tensors(obj: Any, stateful: bool = True) -> Iterator[Any]:
+    """The tensors a (nested) state dict holds in this process: a DTensor by its local tensor, a
+    ShardedTensor (and TorchRec's LocalShardsWrapper) by its local shards; a Stateful (model,
+    optimizer) by its state_dict() when `stateful`, else skipped (its state_dict() may do work:
+    TorchRec's flushes its cache)."""
     import torch
 
-    seen: set[tuple[int, int]] = set()
-    total = 0
     stack = [obj]
     while stack:
         o = stack.pop()
@@ -234,16 +235,23 @@ def _cuda_bytes(obj: Any) -> int:
             stack.extend(o.values())
         elif isinstance(o, (list, tuple)):
             stack.extend(o)
-        elif isinstance(o, torch.Tensor):
-            local = getattr(o, "_local_tensor", o)
-            if local.is_cuda:
-                key = (local.data_ptr(), local.numel() * local.element_size())
-                if key not in seen:
-                    seen.add(key)
-                    total += key[1]
-        elif hasattr(o, "state_dict") and callable(o.state_dict):  # a Stateful (model, optimizer)
+        elif isinstance(o, torch.Tensor) or hasattr(o, "local_shards"):
+            local = getattr(o, "_local_tensor", None)
+            shards = getattr(o, "local_shards", None)
+            if local is not None:
+                stack.append(local)
+            elif callable(shards):
+                stack.extend(getattr(s, "tensor", s) for s in shards())
+            elif isinstance(o, torch.Tensor):
+                yield o
+        elif stateful and hasattr(o, "state_dict") and callable(o.state_dict):
             try:
                 stack.append(o.state_dict())
             except Exception:  # noqa: BLE001
                 pass
-    return total
+
+
+def _cuda_bytes(obj: Any) -> int:
+    """Bytes of the distinct CUDA tensors in a (nested) state dict (local_tensors)."""
+    seen = {(t.data_ptr(), t.numel() * t.element_size()) for t in local_tensors(obj) if t.is_cuda}
+    return sum(n for _, n in seen)
