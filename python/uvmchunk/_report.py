@@ -129,8 +129,9 @@ def line(rec: dict[str, Any]) -> str:
     load = rec["call"] == "dcp.load"
     parts = []
     n = rec["view_tensors"]
-    parts.append(f"{size_text(rec['view_bytes'])} {'read into' if load else 'written from'} {n} managed "
-                 f"{'table' if n == 1 else 'tables'}' pages" if n else "no managed table's pages viewed")
+    owner = "table's" if n == 1 else "tables'"
+    parts.append(f"{size_text(rec['view_bytes'])} {'read into' if load else 'written from'} {n} managed {owner} pages"
+                 if n else "no managed table's pages viewed")
     if rec.get("direct_read_bytes"):
         parts.append(f"{size_text(rec['direct_read_bytes'])} read from the file straight into managed pages")
     if "copied_bytes" in rec:
