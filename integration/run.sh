@@ -13,7 +13,7 @@
 #   UVMC_PYTHON                Python with PyTorch (default: .venv/bin/python, else python3)
 #   UVMC_INTEGRATION_BACKEND   auto (default), gpu or sim
 #   UVMC_INTEGRATION_QUICK=1   the quick setting: one size per rank (simulator 24M, GPU 1536M), the
-#                              modes marked quick in modes.txt (plain, uvmchunk, planner) and a 64M
+#                              modes marked quick in modes.txt (plain, uvmchunk, auto, planner) and a 64M
 #                              engine buffer: 48 s on the simulator (2 cores at a load average of 3)
 #   UVMC_INTEGRATION_SIZES     sizes per rank, e.g. "48M 96M" (default GPU "1536M 3G", simulator
 #                              "48M 96M": not powers of two, so PyTorch's rounding shows); at least
