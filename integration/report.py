@@ -57,7 +57,7 @@ def size_text(n):
     if n < 1024:
         return f"{sign}{n} byte{'' if n == 1 else 's'}"
     for shift, unit in ((60, "EiB"), (50, "PiB"), (40, "TiB"), (30, "GiB"), (20, "MiB"), (10, "KiB")):
-        if n >> shift:
+        if n >= (1 << shift) * 0.9995:  # just under a unit reads as it ("1.00 GiB", not "1024 MiB")
             if n % (1 << shift) == 0:
                 return f"{sign}{n >> shift} {unit}"
             v = n / (1 << shift)
