@@ -78,8 +78,8 @@ void uvmc_pyhook_check_once(void)
 
 static void uvmc_pyhook_say(void)
 {
-    if (!uvmc_cfg.dcp_views || !dl_iterate_phdr(uvmc_find_torch_python, NULL))
-        return; /* views switched off, or no PyTorch in this process */
+    if (!uvmc_cfg.enabled || !uvmc_cfg.dcp_views || !dl_iterate_phdr(uvmc_find_torch_python, NULL))
+        return; /* everything passed through, views switched off, or no PyTorch in this process */
     const char *pid = getenv(UVMC_HOOK_ENV);
     if (pid && strtol(pid, NULL, 10) == (long)getpid())
         return;

@@ -103,6 +103,10 @@ def test_missing_package_is_said_at_the_first_managed_allocation(tmp_path):
     assert f"`{one['executable']} -m pip install {TOP}`" in notices[0], r.describe()
     assert one["executable"] == sys.executable, r.describe()  # the venv's interpreter, not its base
     assert "uvmchunk: rank" not in r.err, r.describe()  # no package hook: no report either
+    # enabled = off passes everything through: nothing is missing then
+    off = run_body(None, True, str(TABLE), str(tmp_path / "off"), script=BODY, lib_env=dict(AUTO, UVMCHUNK_ENABLED="off"),
+                   extra_env={"PYTHONPATH": pydev_path(hook=False)}, timeout=600)
+    assert off.result["managed"] and MISSING not in off.err, off.describe()
 
 
 def test_forgotten_launcher_is_said_at_the_first_save(tmp_path):
