@@ -13,7 +13,9 @@ first mode's (stock DCP's) extra minus this mode's, for the same size. Then the 
 (bytes per rank over that rank's save seconds, slowest rank), peak resident host memory (VmHWM:
 PyTorch and the tables included), pinned bytes PyTorch asked for, bytes libuvmchunk served
 lazily, the copies it split, the zero-copy views the save took, whether the library was mapped,
-per rank. Success: exit 0, every tensor reloaded bitwise equal on both ranks, and what modes.txt
+per rank, and whether the package's per-checkpoint record (UVMCHUNK_REPORT, written under
+uvmchunk-run: RANKS_FOLDER.report.jsonl) agrees with the job's own measurement of dcp.save (and
+dcp.load) within 5 % or 4 MiB, whichever is larger (a disagreement fails the row). Success: exit 0, every tensor reloaded bitwise equal on both ranks, and what modes.txt
 expects of the mode: the library mapped in both ranks when it was preloaded, a split copy in each
 rank's stats (expect split), a view in each rank (expect views); a failure's reasons follow the
 table.
@@ -156,6 +158,7 @@ def job_row(size, mode, rc, log, folder, note, backend, spec):
         why.append(f"stats show no split copy in some rank: {stats}")
     if spec.get("expect") == "views" and not (results and all(res.get("save_views", 0) >= 1 for res in results.values())):
         why.append("no zero-copy view in some rank")
+    row["report"] = report_check(folder + ".report.jsonl", results, why)
     row["ok"] = "yes" if not why else "NO: " + "; ".join(why)
     res = [results[r] for r in sorted(results)]
     saves = [x for x in res if x.get("save_s")]
@@ -194,6 +197,38 @@ def job_row(size, mode, rc, log, folder, note, backend, spec):
     row["views"] = per_rank([x.get("save_views", 0) for x in res])
     row["preload"] = ",".join("y" if x.get("preloaded") else "n" for x in res) or "-"
     return row
+
+
+# The package's per-checkpoint record (python/uvmchunk/_report.py, UVMCHUNK_REPORT) against the job's
+# own measurement of the same call: (record call, its field, the job's result field).
+REPORT_FIGURES = (("dcp.save", "host_peak_added_bytes", "save_extra"),
+                  ("dcp.load", "host_peak_added_bytes", "load_extra"))
+
+
+def report_check(path, results, why):
+    """'agrees' when every rank's record of each call the job measured is within 5 % or 4 MiB
+    (whichever is larger) of the job's figure, '-' when there are no records (the package's report
+    runs under uvmchunk-run only); a disagreement is added to `why`."""
+    records = []
+    for line in read(path).splitlines():
+        try:
+            records.append(json.loads(line))
+        except ValueError:
+            why.append(f"report {path}: a line that is not JSON")
+    if not records:
+        return "-"
+    compared, differ = 0, 0
+    for rank, res in sorted(results.items()):
+        for call, field, own in REPORT_FIGURES:
+            mine = [r for r in records if r.get("rank") == rank and r.get("call") == call]
+            if res.get(own) is None or not mine:
+                continue
+            got, want = mine[0].get(field, 0), res[own]
+            compared += 1
+            if abs(got - want) > max(0.05 * abs(want), 4 << 20):
+                differ += 1
+                why.append(f"rank {rank} {call}: the report says +{size_text(got)}, the job measured +{size_text(want)}")
+    return "differs" if differ else "agrees" if compared else "-"
 
 
 def saved_vs_stock(jobs, baseline):
@@ -259,7 +294,8 @@ JOB_COLUMNS = [("size", "size/rank"), ("mode", "mode"), ("ok_short", "ok"), ("sa
                ("saved", "saved vs\nstock")]
 DETAIL_COLUMNS = [("size", "size/rank"), ("mode", "mode"), ("gbps", "GB/s"), ("rss_top", "peak\nRSS"),
                   ("pinned_asked", "pinned\nasked"), ("pageable", "served lazily\nr0,r1"),
-                  ("split", "split copies/\nbytes r0,r1"), ("views", "views\nr0,r1"), ("preload", "library\nr0,r1")]
+                  ("split", "split copies/\nbytes r0,r1"), ("views", "views\nr0,r1"), ("preload", "library\nr0,r1"),
+                  ("report", "report")]
 
 
 def wrapped(text, width=100):
@@ -312,7 +348,9 @@ def main():
     print(wrapped("GB/s: bytes per rank / save seconds, slowest rank. peak RSS: the whole process (PyTorch, the "
                   "table, the save), largest rank. pinned asked: peak of PyTorch's host allocator, largest rank. "
                   "served lazily, split copies: from libuvmchunk's stats line. views: zero-copy views the save "
-                  "took. library: libuvmchunk.so mapped (y/n)."))
+                  "took. library: libuvmchunk.so mapped (y/n). report: the package's per-checkpoint record "
+                  "(UVMCHUNK_REPORT) agrees with the job's own measurement of the save (and the load) within 5 % "
+                  "or 4 MiB ('-': no record, the library was not loaded)."))
     print()
     print(wrapped(f"== engine comparison: one managed buffer (FBGEMM's advice) -> pinned destination ({head})"))
     print(table(engines, [("size", "SIZE"), ("path", "path"), ("ok", "success"), ("seconds", "seconds"),
