@@ -23,7 +23,7 @@
 #define UVMC_FILE_MAX ((off_t)1 << 20) /* a config file is a few lines; refuse megabytes */
 #define UVMC_SYSTEM_CONFIG "/etc/uvmchunk.conf"
 
-enum uvmc_key_kind { UVMC_KEY_BOOL, UVMC_KEY_SIZE, UVMC_KEY_COUNT, UVMC_KEY_PREFETCH, UVMC_KEY_LOG_LEVEL, UVMC_KEY_ENGINE };
+enum uvmc_key_kind { UVMC_KEY_BOOL, UVMC_KEY_SIZE, UVMC_KEY_COUNT, UVMC_KEY_PREFETCH, UVMC_KEY_LOG_LEVEL, UVMC_KEY_ENGINE, UVMC_KEY_PATH };
 
 enum uvmc_key_id {
     UVMC_K_ENABLED,
@@ -41,6 +41,7 @@ enum uvmc_key_id {
     UVMC_K_ASYNC_MEMORY_BUDGET,
     UVMC_K_ASYNC_SPILL_DIR,
     UVMC_K_ASYNC_SPILL,
+    UVMC_K_REPORT,
 };
 
 struct uvmc_key {
@@ -52,13 +53,13 @@ struct uvmc_key {
 
 static const struct uvmc_key uvmc_keys[] = {
     {"enabled", UVMC_K_ENABLED, UVMC_KEY_BOOL, " (on|off)"},
-    {"threshold", UVMC_K_THRESHOLD, UVMC_KEY_SIZE, " (a size of at least 1 byte, e.g. 256MiB)"},
-    {"chunk_size", UVMC_K_CHUNK_SIZE, UVMC_KEY_SIZE, " (a size in 4KiB..1TiB, e.g. 64MiB)"},
+    {"threshold", UVMC_K_THRESHOLD, UVMC_KEY_SIZE, " (a whole number of bytes or of a unit, at least 1 byte, e.g. 256MiB or 1536M)"},
+    {"chunk_size", UVMC_K_CHUNK_SIZE, UVMC_KEY_SIZE, " (a whole number of bytes or of a unit in 4KiB..1TiB, e.g. 64MiB)"},
     {"depth", UVMC_K_DEPTH, UVMC_KEY_COUNT, " (1..64)"},
     {"prefetch", UVMC_K_PREFETCH, UVMC_KEY_PREFETCH, " (none|host|device)"},
-    {"log_level", UVMC_K_LOG_LEVEL, UVMC_KEY_LOG_LEVEL, " (error|warn|info|debug)"},
+    {"log_level", UVMC_K_LOG_LEVEL, UVMC_KEY_LOG_LEVEL, " (error|warn|notice|info|debug)"},
     {"stats", UVMC_K_STATS, UVMC_KEY_BOOL, " (on|off)"},
-    {"pinned_threshold", UVMC_K_PINNED_THRESHOLD, UVMC_KEY_SIZE, " (a size, e.g. 1GiB; 0 = off)"},
+    {"pinned_threshold", UVMC_K_PINNED_THRESHOLD, UVMC_KEY_SIZE, " (a whole number of bytes or of a unit, e.g. 1GiB or 1536M; 0 = off)"},
     {"engine", UVMC_K_ENGINE, UVMC_KEY_ENGINE, " (auto|host|copy)"},
     {"copy_threads", UVMC_K_COPY_THREADS, UVMC_KEY_COUNT, " (1..64)"},
     {"intercept_dlsym", UVMC_K_INTERCEPT_DLSYM, UVMC_KEY_BOOL, " (on|off)"},
@@ -67,10 +68,11 @@ static const struct uvmc_key uvmc_keys[] = {
     {"async_memory_budget", UVMC_K_ASYNC_MEMORY_BUDGET, UVMC_KEY_SIZE, " (auto or a size, e.g. 8GiB)"},
     {"async_spill_dir", UVMC_K_ASYNC_SPILL_DIR, UVMC_KEY_SIZE, " (a folder, at most 4095 bytes, no control characters; empty: automatic)"},
     {"async_spill", UVMC_K_ASYNC_SPILL, UVMC_KEY_SIZE, " (auto|required|off)"},
+    {"report", UVMC_K_REPORT, UVMC_KEY_PATH, " (a file path without blanks, at most 255 bytes; empty = none)"},
 };
 
 static const char *const uvmc_prefetch_names[] = {"none", "host", "device"};
-static const char *const uvmc_log_level_names[] = {"error", "warn", "info", "debug"};
+static const char *const uvmc_log_level_names[] = {"error", "warn", "notice", "info", "debug"};
 static const char *const uvmc_engine_names[] = {"auto", "host", "copy"};
 static const char *const uvmc_async_spill_names[] = {"auto", "required", "off"};
 
@@ -197,7 +199,7 @@ static void uvmc_format_current(const struct uvmc_config *cfg, enum uvmc_key_id 
         break;
     case UVMC_K_LOG_LEVEL:
         snprintf(buf, len, "%s",
-                 (unsigned)cfg->log_level < 4 ? uvmc_log_level_names[cfg->log_level] : "?");
+                 (unsigned)cfg->log_level < 5 ? uvmc_log_level_names[cfg->log_level] : "?");
         break;
     case UVMC_K_PINNED_THRESHOLD:
         uvmc_format_size(cfg->pinned_threshold, buf, len);
@@ -234,6 +236,9 @@ static void uvmc_format_current(const struct uvmc_config *cfg, enum uvmc_key_id 
     }
     case UVMC_K_ASYNC_SPILL:
         snprintf(buf, len, "%s", (unsigned)cfg->async_spill < 3 ? uvmc_async_spill_names[cfg->async_spill] : "?");
+        break;
+    case UVMC_K_REPORT:
+        snprintf(buf, len, "%s", cfg->report);
         break;
     }
 }
@@ -419,7 +424,7 @@ void uvmc_config_defaults(struct uvmc_config *cfg)
     cfg->chunk_size = UVMC_DEFAULT_CHUNK_SIZE;
     cfg->depth = UVMC_DEFAULT_DEPTH;
     cfg->prefetch = UVMC_PREFETCH_NONE;
-    cfg->log_level = UVMC_LOG_WARN;
+    cfg->log_level = UVMC_LOG_NOTICE;
     cfg->stats = false;
     cfg->pinned_threshold = UVMC_DEFAULT_PINNED_THRESHOLD;
     cfg->engine = UVMC_ENGINE_AUTO;
@@ -430,6 +435,7 @@ void uvmc_config_defaults(struct uvmc_config *cfg)
     cfg->async_memory_budget = 0;
     cfg->async_spill_dir[0] = '\0';
     cfg->async_spill = UVMC_ASYNC_SPILL_AUTO;
+    cfg->report[0] = '\0';
 }
 
 bool uvmc_config_set(struct uvmc_config *cfg, const char *key, const char *value, const char *where,
@@ -484,17 +490,23 @@ bool uvmc_config_set(struct uvmc_config *cfg, const char *key, const char *value
         ok = uvmc_parse_name_n(s, n, uvmc_prefetch_names, 3, &u);
         break;
     case UVMC_KEY_LOG_LEVEL:
-        ok = uvmc_parse_name_n(s, n, uvmc_log_level_names, 4, &u);
+        ok = uvmc_parse_name_n(s, n, uvmc_log_level_names, 5, &u);
         break;
     case UVMC_KEY_ENGINE:
         ok = uvmc_parse_name_n(s, n, uvmc_engine_names, 3, &u);
         break;
+    case UVMC_KEY_PATH: /* one word: `uvmchunk-config` prints the configuration as blank-separated key=value */
+        ok = n < UVMC_REPORT_MAX;
+        for (size_t i = 0; ok && i < n; i++)
+            ok = !uvmc_is_blank(s[i]) && s[i] != '\0';
+        break;
     }
 
     if (!ok) {
-        char kept[64], consequence[80];
+        char kept[UVMC_REPORT_MAX], consequence[UVMC_REPORT_MAX + 16];
         uvmc_format_current(cfg, k->id, kept, sizeof kept);
-        snprintf(consequence, sizeof consequence, "keeping %s", kept);
+        /* An empty value (report's default) kept is said as "none", the key's own word for it. */
+        snprintf(consequence, sizeof consequence, "keeping %s", *kept ? kept : "none");
         int shown = n > UVMC_SHOWN_VALUE_MAX ? UVMC_SHOWN_VALUE_MAX : (int)n;
         uvmc_diagf(diag, ctx, consequence, "%s: bad value '%.*s%s' for %s%s", where, shown, s,
                    n > UVMC_SHOWN_VALUE_MAX ? "..." : "", k->name, k->hint);
@@ -518,6 +530,7 @@ bool uvmc_config_set(struct uvmc_config *cfg, const char *key, const char *value
     case UVMC_K_ASYNC_SPILL_DIR:
     case UVMC_K_ASYNC_SPILL:
         break;
+    case UVMC_K_REPORT: memcpy(cfg->report, s, n); cfg->report[n] = '\0'; break;
     }
     return true;
 }

@@ -70,7 +70,7 @@ int main(int argc, char **argv)
         return d.count ? 2 : 0;
 
     const char *file = getenv("UVMCHUNK_CONFIG");
-    char line[512 + 3 * UVMC_SPILL_DIR_MAX]; /* every key, async_spill_dir escaped */
+    char line[1024 + 3 * UVMC_SPILL_DIR_MAX]; /* every key, async_spill_dir escaped and the report path included */
     uvmc_config_describe(&cfg, line, sizeof line);
     if (file == NULL)
         printf("config file: /etc/uvmchunk.conf (%s)\n",

@@ -6,8 +6,11 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#define UVMC_REPORT_MAX 256 /* the report key: longest path + 1 */
+
 enum uvmc_prefetch { UVMC_PREFETCH_NONE = 0, UVMC_PREFETCH_HOST, UVMC_PREFETCH_DEVICE };
-enum uvmc_log_level { UVMC_LOG_ERROR = 0, UVMC_LOG_WARN, UVMC_LOG_INFO, UVMC_LOG_DEBUG };
+/* notice: the package's one line per checkpoint (shown by default; log_level = warn silences it) */
+enum uvmc_log_level { UVMC_LOG_ERROR = 0, UVMC_LOG_WARN, UVMC_LOG_NOTICE, UVMC_LOG_INFO, UVMC_LOG_DEBUG };
 enum uvmc_engine { UVMC_ENGINE_AUTO = 0, UVMC_ENGINE_HOST, UVMC_ENGINE_COPY };
 enum uvmc_async_spill { UVMC_ASYNC_SPILL_AUTO = 0, UVMC_ASYNC_SPILL_REQUIRED, UVMC_ASYNC_SPILL_OFF };
 #define UVMC_SPILL_DIR_MAX 4096    /* bytes of async_spill_dir, its NUL included */
@@ -30,6 +33,7 @@ struct uvmc_config {
     size_t async_memory_budget;           /* bytes of managed tensors staged in memory at most */
     char async_spill_dir[UVMC_SPILL_DIR_MAX]; /* "": the checkpoint's folder, else TMPDIR */
     enum uvmc_async_spill async_spill;    /* auto, required (refuse a call that cannot spill), off */
+    char report[UVMC_REPORT_MAX]; /* file the package appends one JSON line per checkpoint to; "" = none (Python only) */
 };
 
 /* Built-in defaults (see config/uvmchunk.conf for the reasoning). */

@@ -33,8 +33,9 @@ static struct {
 } rt;
 static pthread_once_t rt_once = PTHREAD_ONCE_INIT;
 
-/* Every function from the one object that answers cudaRuntimeGetVersion where PyTorch's calls bind
- * (the global scope: a name no interposer defines), else a runtime already loaded under its SONAME. */
+/* Every function (the allocation aside: see there) from the one object that answers
+ * cudaRuntimeGetVersion where PyTorch's calls bind (the global scope: a name no interposer
+ * defines), else a runtime already loaded under its SONAME. */
 static void rt_find(void)
 {
     void *h = NULL, *any = dlsym(RTLD_DEFAULT, "cudaRuntimeGetVersion");
@@ -49,7 +50,14 @@ static void rt_find(void)
     }
     cudaError_t (*get_version)(int *) = (cudaError_t(*)(int *))dlsym(h, "cudaRuntimeGetVersion");
     if (!get_version || get_version(&rt.version) != cudaSuccess) return;
-    *(void **)&rt.malloc_managed = dlsym(h, "cudaMallocManaged");
+    /* The allocation itself as FBGEMM's binds: its versioned reference resolved in the global
+     * scope, where a preloaded libuvmchunk.so answers first (it notes the process's first managed
+     * allocation, interpose/pyhook.c); the runtime's own definition when nothing interposes. */
+    char node[32];
+    snprintf(node, sizeof node, "libcudart.so.%d", rt.version / 1000);
+    *(void **)&rt.malloc_managed = dlvsym(RTLD_DEFAULT, "cudaMallocManaged", node);
+    if (!rt.malloc_managed)
+        *(void **)&rt.malloc_managed = dlsym(h, "cudaMallocManaged");
     *(void **)&rt.free = dlsym(h, "cudaFree");
     *(void **)&rt.error_string = dlsym(h, "cudaGetErrorString");
     if (rt.version >= 13000) *(void **)&rt.advise13 = dlsym(h, "cudaMemAdvise");

@@ -2,18 +2,23 @@
 kind, size in bytes, mode, exit status, log, per-rank log folder, note) and integration/modes.txt
 (the modes: how each ran, what success means, the legend). Standard library only.
 
-Job table, one row per size and mode: success; save seconds (slowest rank); GB/s (bytes per rank
-over that rank's save seconds, slowest rank); load seconds; peak resident host memory of each rank
-(VmHWM, which includes PyTorch and the tables); "extra over the start": each rank's peak during
-dcp.save above its resident memory just before it, i.e. what the save itself cost; "saved vs
-stock": the first mode's (stock DCP's) extra minus this mode's, for the same size, largest rank;
-pinned bytes PyTorch's host allocator asked for (peak, largest rank); pinned bytes really
-page-locked (simulator: its own measured peak; GPU: asked minus what libuvmchunk served lazily,
-derived, when none of those was pinned at its first use); bytes libuvmchunk served lazily; the
-copies it split per rank; the zero-copy views the save took per rank; whether the library was
-mapped in each rank. Success: exit 0, every tensor reloaded bitwise equal on both ranks, and what
-modes.txt expects of the mode: the library mapped in both ranks when it was preloaded, a split copy
-in each rank's stats (expect split), a view in each rank (expect views).
+Job table, one row per size and mode, 100 columns wide, with the README's column names and the
+largest rank's figures: success; save seconds (slowest rank); "extra host memory of the save":
+the rank's peak during dcp.save above its resident memory just before it, i.e. what the save
+itself cost; "page-locked at peak" (simulator: its own measured peak; GPU: what PyTorch's host
+allocator asked for minus what libuvmchunk served lazily, derived, when none of those was pinned
+at its first use); "left resident after the save"; load seconds; "load extra" (the job's
+load_extra, the same peak for dcp.load; '-' when the job does not give it); "saved vs stock": the
+first mode's (stock DCP's) extra minus this mode's, for the same size. Then the details: GB/s
+(bytes per rank over that rank's save seconds, slowest rank), peak resident host memory (VmHWM:
+PyTorch and the tables included), pinned bytes PyTorch asked for, bytes libuvmchunk served
+lazily, the copies it split, the zero-copy views the save took, whether the library was mapped,
+per rank, and whether the package's per-checkpoint record (UVMCHUNK_REPORT, written under
+uvmchunk-run: RANKS_FOLDER.report.jsonl) agrees with the job's own measurement of dcp.save (and
+dcp.load) within 5 % or 4 MiB, whichever is larger (a disagreement fails the row). Success: exit 0, every tensor reloaded bitwise equal on both ranks, and what modes.txt
+expects of the mode: the library mapped in both ranks when it was preloaded, a split copy in each
+rank's stats (expect split), a view in each rank (expect views); a failure's reasons follow the
+table.
 
 Engine table, one row per path: success (exit 0, checksum verified, one split copy with the
 library), seconds, GB/s, blocks.
@@ -54,7 +59,7 @@ def size_text(n):
     if n < 1024:
         return f"{sign}{n} byte{'' if n == 1 else 's'}"
     for shift, unit in ((60, "EiB"), (50, "PiB"), (40, "TiB"), (30, "GiB"), (20, "MiB"), (10, "KiB")):
-        if n >> shift:
+        if n >= (1 << shift) * 0.9995:  # just under a unit reads as it ("1.00 GiB", not "1024 MiB")
             if n % (1 << shift) == 0:
                 return f"{sign}{n >> shift} {unit}"
             v = n / (1 << shift)
@@ -114,6 +119,12 @@ def per_rank(values, fmt=str):
     return ",".join("-" if v is None else fmt(v) for v in values) or "-"
 
 
+def largest(values, fmt=str):
+    """The largest rank's figure (as the README's table gives it); '-' when a rank lacks it (a job
+    that does not measure it)."""
+    return fmt(max(values)) if values and None not in values else "-"
+
+
 def job_row(size, mode, rc, log, folder, note, backend, spec):
     row = {"size": size_text(int(size)), "bytes": int(size), "mode": mode}
     if rc == "-":
@@ -147,6 +158,7 @@ def job_row(size, mode, rc, log, folder, note, backend, spec):
         why.append(f"stats show no split copy in some rank: {stats}")
     if spec.get("expect") == "views" and not (results and all(res.get("save_views", 0) >= 1 for res in results.values())):
         why.append("no zero-copy view in some rank")
+    row["report"] = report_check(folder + ".report.jsonl", results, why)
     row["ok"] = "yes" if not why else "NO: " + "; ".join(why)
     res = [results[r] for r in sorted(results)]
     saves = [x for x in res if x.get("save_s")]
@@ -162,7 +174,10 @@ def job_row(size, mode, rc, log, folder, note, backend, spec):
     row["extra"] = per_rank(extras, size_text)
     row["extra_max"] = max(extras) if extras and None not in extras else None
     row["held"] = per_rank([x.get("held_after_save") for x in res], signed_size)
-    row["load_extra"] = per_rank([x.get("load_extra") for x in res], size_text)
+    row["extra_top"] = largest(extras, size_text)
+    row["held_top"] = largest([x.get("held_after_save") for x in res], signed_size)
+    row["load_extra"] = largest([x.get("load_extra") for x in res], size_text)
+    row["rss_top"] = largest([x.get("vmhwm") for x in res], size_text)
     asked = [x.get("pinned_asked_peak") for x in res if x.get("pinned_asked_peak") is not None]
     row["pinned_asked"] = size_text(max(asked)) if asked else "-"
     if backend == "sim":
@@ -191,6 +206,38 @@ def job_row(size, mode, rc, log, folder, note, backend, spec):
     return row
 
 
+# The package's per-checkpoint record (python/uvmchunk/_report.py, UVMCHUNK_REPORT) against the job's
+# own measurement of the same call: (record call, its field, the job's result field).
+REPORT_FIGURES = (("dcp.save", "host_peak_added_bytes", "save_extra"),
+                  ("dcp.load", "host_peak_added_bytes", "load_extra"))
+
+
+def report_check(path, results, why):
+    """'agrees' when every rank's record of each call the job measured is within 5 % or 4 MiB
+    (whichever is larger) of the job's figure, '-' when there are no records (the package's report
+    runs under uvmchunk-run only); a disagreement is added to `why`."""
+    records = []
+    for line in read(path).splitlines():
+        try:
+            records.append(json.loads(line))
+        except ValueError:
+            why.append(f"report {path}: a line that is not JSON")
+    if not records:
+        return "-"
+    compared, differ = 0, 0
+    for rank, res in sorted(results.items()):
+        for call, field, own in REPORT_FIGURES:
+            mine = [r for r in records if r.get("rank") == rank and r.get("call") == call]
+            if res.get(own) is None or not mine:
+                continue
+            got, want = mine[0].get(field, 0), res[own]
+            compared += 1
+            if abs(got - want) > max(0.05 * abs(want), 4 << 20):
+                differ += 1
+                why.append(f"rank {rank} {call}: the report says +{size_text(got)}, the job measured +{size_text(want)}")
+    return "differs" if differ else "agrees" if compared else "-"
+
+
 def saved_vs_stock(jobs, baseline):
     """'saved vs stock' per row: the baseline mode's largest per-rank save extra minus this row's,
     same size ('-' for the baseline itself or when either figure is missing)."""
@@ -200,7 +247,7 @@ def saved_vs_stock(jobs, baseline):
         if r["mode"] == baseline or b is None or x is None:
             r["saved"] = "-"
         else:
-            r["saved"] = size_text(b - x) + (f" ({(b - x) / b:.0%})" if b > 0 else "")
+            r["saved"] = size_text(b - x)
 
 
 def engine_row(size, path, rc, log, note):
@@ -233,11 +280,39 @@ def engine_row(size, path, rc, log, note):
 
 
 def table(rows, cols):
-    width = {k: max(len(h), *(len(str(r.get(k, "-"))) for r in rows)) for k, h in cols}
-    lines = ["  ".join(h.ljust(width[k]) for k, h in cols)]
+    """Columns (key, header) left-aligned, two blanks apart; a header's '\\n' breaks it over lines
+    (so the README's column names fit 100 columns)."""
+    heads = {k: h.split("\n") for k, h in cols}
+    depth = max(len(h) for h in heads.values())
+    width = {k: max(*(len(x) for x in heads[k]), *(len(str(r.get(k, "-"))) for r in rows)) for k, _ in cols}
+    lines = ["  ".join((heads[k][i] if i < len(heads[k]) else "").ljust(width[k]) for k, _ in cols).rstrip()
+             for i in range(depth)]
     for r in rows:
         lines.append("  ".join(str(r.get(k, "-")).ljust(width[k]) for k, _ in cols).rstrip())
     return "\n".join(lines)
+
+
+# The job tables' columns, (row key, header): the README's names for the figures it quotes, the
+# largest rank's value. A new figure is one entry here and one line in job_row; a new mode (an
+# async one) is a line of modes.txt and needs neither.
+JOB_COLUMNS = [("size", "size/rank"), ("mode", "mode"), ("ok_short", "ok"), ("save_s", "save s"),
+               ("extra_top", "extra host\nmemory of\nthe save"), ("pinned_locked", "page-locked\nat peak"),
+               ("held_top", "left resident\nafter the\nsave"), ("load_s", "load s"), ("load_extra", "load\nextra"),
+               ("saved", "saved vs\nstock")]
+DETAIL_COLUMNS = [("size", "size/rank"), ("mode", "mode"), ("gbps", "GB/s"), ("rss_top", "peak\nRSS"),
+                  ("pinned_asked", "pinned\nasked"), ("pageable", "served lazily\nr0,r1"),
+                  ("split", "split copies/\nbytes r0,r1"), ("views", "views\nr0,r1"), ("preload", "library\nr0,r1"),
+                  ("report", "report")]
+
+ASYNC_COLUMNS = [("size", "size/rank"), ("mode", "mode"), ("ok_short", "ok"), ("stall_s", "stall s\nr0,r1"),
+                 ("upload_s", "upload\ndone s"), ("dd_s", "dd+fsync\ns"), ("anon_peak", "anonymous\npeak"),
+                 ("file_peak", "file-backed\npeak"), ("shmem_peak", "shmem\npeak"), ("pinned_locked", "page-\nlocked"),
+                 ("anon_left", "anonymous\nleft"), ("file_left", "file-backed\nleft")]
+
+
+def wrapped(text, width=100):
+    import textwrap
+    return "\n".join(textwrap.wrap(text, width, subsequent_indent="  "))
 
 
 def main():
@@ -261,40 +336,43 @@ def main():
     saved_vs_stock(jobs, baseline)
     ran_ok = all(r["ok"] == "yes" for r in jobs + engines if not r["ok"].startswith("not run"))
     head = "SIMULATED: figures are not GPU figures" if a.backend == "sim" else "GPU figures"
-    print(f"== checkpoint job: torchrun --nproc_per_node=2 (gloo, both ranks on GPU 0), "
-          f"dcp.save + dcp.load, sizes per rank ({head})")
-    print(table(jobs, [("size", "SIZE/rank"), ("mode", "mode"), ("ok", "success"), ("save_s", "save s"),
-                       ("gbps", "GB/s"), ("load_s", "load s"), ("rss", "peak RSS r0,r1"),
-                       ("extra", "extra over the start r0,r1"), ("saved", f"saved vs stock ({baseline})"),
-                       ("held", "held after the save r0,r1"), ("load_extra", "load extra r0,r1"),
-                       ("pinned_asked", "pinned asked"), ("pinned_locked", "pinned locked"),
-                       ("pageable", "served lazily r0,r1"), ("split", "split copies/bytes r0,r1"),
-                       ("views", "zero-copy views r0,r1"), ("preload", "preloaded r0,r1")]))
+    for r in jobs:
+        r["ok_short"] = r["ok"] if r["ok"] == "yes" or r["ok"].startswith("not run") else "NO"
+    print(wrapped(f"== checkpoint job: torchrun --nproc_per_node=2 (gloo, both ranks on GPU 0), dcp.save + "
+                  f"dcp.load, sizes per rank; the largest rank's figures ({head})"))
+    print(table(jobs, JOB_COLUMNS))
+    for r in jobs:
+        if r["ok_short"] == "NO":
+            print(wrapped(f"{r['size']} {r['mode']}: {r['ok']}"))
     print("modes:")
     for name in dict.fromkeys(r["mode"] for r in jobs):
-        print(f"  {name}: {modes.get(name, {}).get('legend') or '(not in modes.txt)'}")
-    print("peak RSS: the whole process (PyTorch, the table, the save). extra over the start: the save's own "
-          "peak above the memory held just before it. held after the save: resident memory once dcp.save returned, minus "
-          "just before it. load extra: the load's own peak above the memory held just before it. saved vs stock: the largest rank's extra, "
-          f"{baseline} minus this mode. GB/s: bytes per rank / save seconds, slowest rank. pinned asked: peak of "
-          "PyTorch's host allocator (largest rank). pinned locked: " +
-          ("the simulator's measured page-locked peak." if a.backend == "sim" else
-           "asked minus bytes libuvmchunk served lazily (derived, ~)."))
+        print(wrapped(f"  {name}: {modes.get(name, {}).get('legend') or '(not in modes.txt)'}"))
+    print(wrapped("extra host memory of the save: the save's own peak above the memory held just before it. "
+                  "page-locked at peak: " +
+                  ("the simulator's measured page-locked peak. " if a.backend == "sim" else
+                   "PyTorch's pinned requests minus what libuvmchunk served lazily (derived, ~). ") +
+                  "left resident after the save: resident memory once dcp.save returned, minus just before it. "
+                  "load extra: the same peak for dcp.load ('-': the job does not measure it). "
+                  f"saved vs stock: {baseline}'s extra minus this mode's. s: the slowest rank."))
+    print()
+    print("== the same runs, per rank where two figures are given")
+    print(table(jobs, DETAIL_COLUMNS))
+    print(wrapped("GB/s: bytes per rank / save seconds, slowest rank. peak RSS: the whole process (PyTorch, the "
+                  "table, the save), largest rank. pinned asked: peak of PyTorch's host allocator, largest rank. "
+                  "served lazily, split copies: from libuvmchunk's stats line. views: zero-copy views the save "
+                  "took. library: libuvmchunk.so mapped (y/n). report: the package's per-checkpoint record "
+                  "(UVMCHUNK_REPORT) agrees with the job's own measurement of the save (and the load) within 5 % "
+                  "or 4 MiB ('-': no record, the library was not loaded)."))
     async_jobs = [r for r in jobs if "stall_s" in r]
     if async_jobs:
         print()
-        print(f"== dcp.async_save: the stall, the upload, and what the staged copy cost per rank ({head})")
-        print(table(async_jobs, [("size", "SIZE/rank"), ("mode", "mode"), ("ok", "success"),
-                                 ("stall_s", "stall s r0,r1"), ("upload_s", "upload done s r0,r1"),
-                                 ("dd_s", "dd+fsync s r0,r1"), ("anon_peak", "anonymous peak r0,r1"),
-                                 ("file_peak", "file-backed peak r0,r1"), ("shmem_peak", "shmem peak r0,r1"),
-                                 ("pinned_locked", "pinned locked"), ("anon_left", "anonymous left r0,r1"),
-                                 ("file_left", "file-backed left r0,r1")]))
-        print("peaks and what is left: above the values just before async_save (RssAnon, RssFile, RssShmem of "
-              "/proc/self/status, sampled every 5 ms), left: once the upload completed. dd+fsync: the same "
-              "bytes written into the checkpoint's folder, for scale.")
+        print(wrapped(f"== dcp.async_save: the stall, the upload, and what the staged copy cost per rank ({head})"))
+        print(table(async_jobs, ASYNC_COLUMNS))
+        print(wrapped("peaks and what is left: above the values just before async_save (RssAnon, RssFile, "
+                      "RssShmem of /proc/self/status, sampled every 5 ms); left: once the upload completed. "
+                      "dd+fsync: the same bytes written into the checkpoint's folder, for scale."))
     print()
-    print(f"== engine comparison: one managed buffer (FBGEMM's advice) -> pinned destination ({head})")
+    print(wrapped(f"== engine comparison: one managed buffer (FBGEMM's advice) -> pinned destination ({head})"))
     print(table(engines, [("size", "SIZE"), ("path", "path"), ("ok", "success"), ("seconds", "seconds"),
                           ("gbps", "GB/s"), ("blocks", "blocks")]))
     for n in sorted(notes):

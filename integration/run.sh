@@ -13,7 +13,7 @@
 #   UVMC_PYTHON                Python with PyTorch (default: .venv/bin/python, else python3)
 #   UVMC_INTEGRATION_BACKEND   auto (default), gpu or sim
 #   UVMC_INTEGRATION_QUICK=1   the quick setting: one size per rank (simulator 24M, GPU 1536M), the
-#                              modes marked quick in modes.txt (plain, uvmchunk, planner) and a 64M
+#                              modes marked quick in modes.txt (plain, uvmchunk, auto, planner) and a 64M
 #                              engine buffer: 48 s on the simulator (2 cores at a load average of 3)
 #   UVMC_INTEGRATION_SIZES     sizes per rank, e.g. "48M 96M" (default GPU "1536M 3G", simulator
 #                              "48M 96M": not powers of two, so PyTorch's rounding shows); at least
@@ -216,7 +216,7 @@ for size in "${sizes[@]}"; do
         [ "$limit" -gt "$run_limit" ] && limit=$run_limit
         if [ "$limit" -lt 20 ]; then record job "$n" "$mode" - - - "not run: time limit"; continue; fi
         logs=$out/$tag.ranks
-        rm -rf "$logs" "$out/$tag.ckpt"
+        rm -rf "$logs" "$logs.report.jsonl" "$out/$tag.ckpt"
         cmd=("$py" -m torch.distributed.run --standalone --nproc_per_node=2 --log-dir "$logs" --redirects 3
              "$here/checkpoint_job.py" --size "$n" --chunk "$chunk" --dir "$out/$tag.ckpt" --mode "${mode_job[$mode]}")
         views_env=()
@@ -237,7 +237,10 @@ for size in "${sizes[@]}"; do
         [ "${mode_job[$mode]}" = async ] && views_env+=(UVMCHUNK_ASYNC_MEMORY_BUDGET=128MiB)
         echo "running: $tag (limit ${limit}s; ${scaled[*]})"
         rc=0
-        env "${job_env[@]}" "${lib_env[@]}" "${scaled[@]}" "${views_env[@]}" timeout -k 10 "$limit" "${cmd[@]}" >"$out/$tag.log" 2>&1 || rc=$?
+        # under uvmchunk-run every rank appends the package's per-checkpoint record there: report.py
+        # holds it against the job's own measurement
+        env "${job_env[@]}" "${lib_env[@]}" "${scaled[@]}" "${views_env[@]}" UVMCHUNK_REPORT="$logs.report.jsonl" \
+            timeout -k 10 "$limit" "${cmd[@]}" >"$out/$tag.log" 2>&1 || rc=$?
         rm -rf "$out/$tag.ckpt"
         record job "$n" "$mode" "$rc" "$out/$tag.log" "$logs" ""
     done

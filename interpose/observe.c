@@ -452,3 +452,10 @@ CUresult cuMemHostGetDevicePointer(CUdeviceptr_v1 *pdptr, void *p, unsigned int 
 {
     UVMC_OBSERVED(cuMemHostGetDevicePointer, DUSE(p, 1), pdptr, p, Flags)
 }
+
+/* A managed allocation through the driver (a program's own, or one fetched with cuGetProcAddress):
+ * as runtime_observe.c's cudaMallocManaged, passed through after pyhook.c's one-time check. */
+CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
+{
+    UVMC_OBSERVED(cuMemAllocManaged, uvmc_pyhook_check(), dptr, bytesize, flags)
+}

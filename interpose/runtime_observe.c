@@ -494,3 +494,13 @@ cudaError_t UVMC_RT_FN(cudaMemcpy3DBatchAsync_ptsz)(size_t numOps, struct cudaMe
 {
     UVMC_OBSERVED(cudaMemcpy3DBatchAsync_ptsz, uvmc_use_batch_3d(numOps, opList, rt), numOps, opList, flags, stream)
 }
+
+/* ---- managed allocations: passed through unchanged; the first one in a process is when a Python
+ * job's managed tables appear, before any checkpoint of them, so pyhook.c says then whether the
+ * package's hook is missing (after that: one load and one comparison on top of the real call). */
+
+UVMC_RT_SYMVER(cudaMallocManaged)
+cudaError_t UVMC_RT_FN(cudaMallocManaged)(void **devPtr, size_t size, unsigned int flags)
+{
+    UVMC_OBSERVED(cudaMallocManaged, uvmc_pyhook_check(), devPtr, size, flags)
+}

@@ -41,10 +41,34 @@ static void uvmc_add_rank(char *line, size_t size, const char *label, const char
         uvmc_add(line, size, ", %s %s", label, v);
 }
 
+/* What the uvmchunk Python package's zero-copy views moved in this process: it keeps
+ * UVMC_VIEWS_ENV = "PID SAVED_TENSORS SAVED_BYTES LOADED_TENSORS LOADED_BYTES" up to date after each
+ * checkpoint (python/uvmchunk/_report.py); read here, at exit, never on a copy's path. A value of
+ * another pid was inherited from a parent (a process DCP's async executor started) and is not ours. */
+#define UVMC_VIEWS_ENV "_UVMCHUNK_VIEW_TOTALS"
+
+struct uvmc_views {
+    unsigned long long saved, saved_bytes, loaded, loaded_bytes;
+};
+
+static struct uvmc_views uvmc_views_read(void)
+{
+    struct uvmc_views v = {0, 0, 0, 0};
+    long pid = 0;
+    const char *e = getenv(UVMC_VIEWS_ENV);
+    if (e == NULL ||
+        sscanf(e, "%ld %llu %llu %llu %llu", &pid, &v.saved, &v.saved_bytes, &v.loaded, &v.loaded_bytes) != 5 ||
+        pid != (long)getpid())
+        memset(&v, 0, sizeof v);
+    return v;
+}
+
 void uvmc_stats_print(void)
 {
+    struct uvmc_views views = uvmc_views_read();
     /* A process that only looked the library up (a launcher probing for the driver) says nothing. */
-    if (!UVMC_LOAD(split) && !UVMC_LOAD(passed_large) && !UVMC_LOAD(passed_small) && !UVMC_LOAD(substituted))
+    if (!UVMC_LOAD(split) && !UVMC_LOAD(passed_large) && !UVMC_LOAD(passed_small) && !UVMC_LOAD(substituted) &&
+        !views.saved && !views.loaded)
         return;
     /* Whose line it is: under torchrun every rank prints one. */
     char line[480] = "";
@@ -82,5 +106,11 @@ void uvmc_stats_print(void)
     if (lazy)
         uvmc_add(line, sizeof line, " (%s, %llu pinned at first use)", uvmc_bytes_text(UVMC_LOAD(substituted_bytes)).s,
                  UVMC_LOAD(converted));
+    /* Views: DCP wrote from (read into) managed pages, so none of those bytes was a copy above. */
+    if (views.saved || views.loaded) {
+        uvmc_add(line, sizeof line, "; zero-copy views: %llu %s saved (%s)", views.saved,
+                 uvmc_plural(views.saved, "tensor", "tensors"), uvmc_bytes_text(views.saved_bytes).s);
+        uvmc_add(line, sizeof line, ", %llu loaded (%s)", views.loaded, uvmc_bytes_text(views.loaded_bytes).s);
+    }
     uvmc_log(UVMC_LOG_ERROR, "stats: %s", line);
 }

@@ -166,7 +166,10 @@
     X(cuMemcpy3DBatchAsync_ptsz, cuMemcpy3DBatchAsync, DRIVER) \
     X(cuMemcpy3DBatchAsync_v2, cuMemcpy3DBatchAsync_v2, DRIVER) \
     X(cuMemcpy3DBatchAsync_v2_ptsz, cuMemcpy3DBatchAsync_v2, DRIVER) \
-    X(cuMemHostGetDevicePointer, cuMemHostGetDevicePointer, DRIVER)
+    X(cuMemHostGetDevicePointer, cuMemHostGetDevicePointer, DRIVER) \
+    /* managed allocations, passed through: the first says a missing package hook (pyhook.c) */ \
+    X(cudaMallocManaged, cudaMallocManaged, RUNTIME) \
+    X(cuMemAllocManaged, cuMemAllocManaged, DRIVER)
 
 /* Runtime functions called but never interposed: X(name). Resolved like the interposed ones. */
 #define UVMC_RUNTIME_CALLED(X) \

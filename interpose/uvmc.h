@@ -304,10 +304,18 @@ void uvmc_log(enum uvmc_log_level level, const char *fmt, ...) __attribute__((fo
 #define UVMC_LOG_ON(level) ((level) <= uvmc_cfg.log_level)
 
 /* ---- pyhook.c ---- */
-/* Once per process, at the first split copy or lazily served request: in a Python with PyTorch
- * where the uvmchunk package's hook did not run, one line saying that checkpoints take the copy
- * path (and why), unless dcp_views = off. */
-void uvmc_pyhook_check(void);
+/* Once per process, at the first managed allocation, split copy or lazily served request: in a
+ * Python with PyTorch where the uvmchunk package's hook did not run, one line saying that
+ * checkpoints take the copy path (and why), unless dcp_views = off. Inline, so after the first
+ * time it costs a managed allocation one relaxed load and one comparison; it makes no CUDA call
+ * and leaves errno as it found it. */
+extern atomic_bool uvmc_pyhook_checked;
+void uvmc_pyhook_check_once(void);
+static inline void uvmc_pyhook_check(void)
+{
+    if (UVMC_UNLIKELY(!atomic_load_explicit(&uvmc_pyhook_checked, memory_order_relaxed)))
+        uvmc_pyhook_check_once();
+}
 
 /* ---- stats.c ---- */
 struct uvmc_stats {

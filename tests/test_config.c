@@ -20,7 +20,7 @@
 
 #define KEYS                                                                                             \
     "enabled, threshold, chunk_size, depth, prefetch, log_level, stats, pinned_threshold, engine, "      \
-    "copy_threads, intercept_dlsym, dcp_views, async_memory_budget, async_spill_dir, async_spill"
+    "copy_threads, intercept_dlsym, dcp_views, async_memory_budget, async_spill_dir, async_spill, report"
 
 #define DIAG_KEEP 16
 struct diag_log {
@@ -71,7 +71,8 @@ static void assert_default(const struct uvmc_config *c)
     ck_assert_uint_eq(c->chunk_size, UVMC_DEFAULT_CHUNK_SIZE);
     ck_assert_uint_eq(c->depth, UVMC_DEFAULT_DEPTH);
     ck_assert_int_eq(c->prefetch, UVMC_PREFETCH_NONE);
-    ck_assert_int_eq(c->log_level, UVMC_LOG_WARN);
+    ck_assert_int_eq(c->log_level, UVMC_LOG_NOTICE);
+    ck_assert_str_eq(c->report, "");
     ck_assert(!c->stats);
 }
 
@@ -84,6 +85,7 @@ static void assert_same(const struct uvmc_config *a, const struct uvmc_config *b
     ck_assert_int_eq(a->prefetch, b->prefetch);
     ck_assert_int_eq(a->log_level, b->log_level);
     ck_assert_int_eq(a->stats, b->stats);
+    ck_assert_str_eq(a->report, b->report);
 }
 
 /* ---- sizes ---------------------------------------------------------------------------------- */
@@ -188,7 +190,8 @@ static const struct {
     {"pinned_threshold", "0"}, {"pinned_threshold", "1GiB"}, {"pinned_threshold", "3"},
     {"engine", "auto"}, {"engine", "HOST"}, {"engine", "copy"}, {"copy_threads", "1"}, {"copy_threads", "64"},
     {"prefetch", "host"}, {"prefetch", "device"}, {"log_level", "error"}, {"log_level", "warn"},
-    {"log_level", "info"}, {"log_level", "debug"}, {"stats", "on"}, {"stats", "off"},
+    {"log_level", "info"}, {"log_level", "debug"}, {"log_level", "notice"}, {"stats", "on"}, {"stats", "off"},
+    {"report", "/tmp/uvmchunk-report.jsonl"}, {"report", ""}, {"report", " rel/r.jsonl "},
 };
 
 static const struct {
@@ -203,7 +206,7 @@ static const struct {
     {"depth", "0"}, {"depth", "65"}, {"depth", "-1"}, {"depth", "4.0"}, {"depth", ""},
     {"depth", "99999999999999999999"}, {"depth", "4K"}, {"prefetch", "gpu"}, {"prefetch", ""},
     {"prefetch", "hostdevice"}, {"log_level", "verbose"}, {"log_level", "3"}, {"log_level", ""},
-    {"stats", "sometimes"}, {"stats", ""},
+    {"stats", "sometimes"}, {"stats", ""}, {"report", "/tmp/a b.jsonl"},
 };
 
 START_TEST(key_good)
@@ -340,7 +343,7 @@ START_TEST(messages)
     struct diag_log log = {0};
     uvmc_config_defaults(&c);
     ck_assert(!uvmc_config_set(&c, "threshold", "abc", "f.conf:3", collect, &log));
-    ck_assert_str_eq(log.line[0], "f.conf:3: bad value 'abc' for threshold (a size of at least 1 byte, e.g. 256MiB); keeping 256MiB");
+    ck_assert_str_eq(log.line[0], "f.conf:3: bad value 'abc' for threshold (a whole number of bytes or of a unit, at least 1 byte, e.g. 256MiB or 1536M); keeping 256MiB");
     ck_assert(!uvmc_config_set(&c, "depth", "0", "UVMCHUNK_DEPTH", collect, &log));
     ck_assert_str_eq(log.line[1], "UVMCHUNK_DEPTH: bad value '0' for depth (1..64); keeping 4");
     ck_assert(!uvmc_config_set(&c, "treshold", "1", "f.conf:4", collect, &log));
@@ -348,25 +351,33 @@ START_TEST(messages)
     /* Kept sizes: a unit when exact, else bytes. */
     c.threshold = 1000;
     ck_assert(!uvmc_config_set(&c, "threshold", "0", "w", collect, &log));
-    ck_assert_str_eq(log.line[3], "w: bad value '0' for threshold (a size of at least 1 byte, e.g. 256MiB); keeping 1000");
+    ck_assert_str_eq(log.line[3], "w: bad value '0' for threshold (a whole number of bytes or of a unit, at least 1 byte, e.g. 256MiB or 1536M); keeping 1000");
     c.threshold = (size_t)1536 << 10;
     ck_assert(!uvmc_config_set(&c, "threshold", "x", "w", collect, &log));
-    ck_assert_str_eq(log.line[4], "w: bad value 'x' for threshold (a size of at least 1 byte, e.g. 256MiB); keeping 1536KiB");
+    ck_assert_str_eq(log.line[4], "w: bad value 'x' for threshold (a whole number of bytes or of a unit, at least 1 byte, e.g. 256MiB or 1536M); keeping 1536KiB");
     c.chunk_size = (size_t)3 << 30;
     ck_assert(!uvmc_config_set(&c, "chunk_size", "1", "w", collect, &log));
-    ck_assert_str_eq(log.line[5], "w: bad value '1' for chunk_size (a size in 4KiB..1TiB, e.g. 64MiB); keeping 3GiB");
+    ck_assert_str_eq(log.line[5], "w: bad value '1' for chunk_size (a whole number of bytes or of a unit in 4KiB..1TiB, e.g. 64MiB); keeping 3GiB");
     ck_assert(!uvmc_config_set(&c, "prefetch", "gpu", "w", collect, &log));
     ck_assert_str_eq(log.line[6], "w: bad value 'gpu' for prefetch (none|host|device); keeping none");
     ck_assert(!uvmc_config_set(&c, "enabled", "nah", "w", collect, &log));
     ck_assert_str_eq(log.line[7], "w: bad value 'nah' for enabled (on|off); keeping on");
     ck_assert(!uvmc_config_set(&c, "log_level", "loud", "w", collect, &log));
-    ck_assert_str_eq(log.line[8], "w: bad value 'loud' for log_level (error|warn|info|debug); keeping warn");
+    ck_assert_str_eq(log.line[8], "w: bad value 'loud' for log_level (error|warn|notice|info|debug); keeping notice");
     ck_assert(!uvmc_config_set(&c, "stats", "maybe", "w", collect, &log));
     ck_assert_str_eq(log.line[9], "w: bad value 'maybe' for stats (on|off); keeping off");
     /* The quoted value is trimmed. */
     ck_assert(!uvmc_config_set(&c, "depth", "  99 \t", "w", collect, &log));
     ck_assert_str_eq(log.line[10], "w: bad value '99' for depth (1..64); keeping 4");
-    ck_assert_int_eq(log.n, 11);
+    /* An empty value kept is said, not left blank after "keeping". */
+    ck_assert(!uvmc_config_set(&c, "report", "/tmp/a b", "w", collect, &log));
+    ck_assert_str_eq(log.line[11], "w: bad value '/tmp/a b' for report (a file path without blanks, at most 255 bytes; "
+                                   "empty = none); keeping none");
+    ck_assert(uvmc_config_set(&c, "report", "/tmp/r.jsonl", "w", collect, &log));
+    ck_assert(!uvmc_config_set(&c, "report", "/tmp/a b", "w", collect, &log));
+    ck_assert_str_eq(log.line[12], "w: bad value '/tmp/a b' for report (a file path without blanks, at most 255 bytes; "
+                                   "empty = none); keeping /tmp/r.jsonl");
+    ck_assert_int_eq(log.n, 13);
 }
 END_TEST
 
@@ -438,7 +449,7 @@ START_TEST(file_one_diag_per_bad_line)
     ck_assert_int_eq(log.n, 6);
     snprintf(expect, sizeof expect, "%s:2: unknown key 'treshold' (did you mean 'threshold'?); ignored", path);
     ck_assert_str_eq(log.line[0], expect);
-    snprintf(expect, sizeof expect, "%s:3: bad value 'abc' for threshold (a size of at least 1 byte, e.g. 256MiB); keeping 256MiB", path);
+    snprintf(expect, sizeof expect, "%s:3: bad value 'abc' for threshold (a whole number of bytes or of a unit, at least 1 byte, e.g. 256MiB or 1536M); keeping 256MiB", path);
     ck_assert_str_eq(log.line[1], expect);
     snprintf(expect, sizeof expect, "%s:4: expected 'key = value'; line ignored", path);
     ck_assert_str_eq(log.line[2], expect);
@@ -446,7 +457,7 @@ START_TEST(file_one_diag_per_bad_line)
     ck_assert_str_eq(log.line[3], expect);
     snprintf(expect, sizeof expect, "%s:6: bad value '' for depth (1..64); keeping 8", path);
     ck_assert_str_eq(log.line[4], expect);
-    snprintf(expect, sizeof expect, "%s:7: bad value '1.5G' for chunk_size (a size in 4KiB..1TiB, e.g. 64MiB); keeping 64MiB",
+    snprintf(expect, sizeof expect, "%s:7: bad value '1.5G' for chunk_size (a whole number of bytes or of a unit in 4KiB..1TiB, e.g. 64MiB); keeping 64MiB",
              path);
     ck_assert_str_eq(log.line[5], expect);
     ck_assert_uint_eq(c.depth, 8);
@@ -668,8 +679,8 @@ START_TEST(mistakes_a_newcomer_makes)
     uvmc_config_defaults(&c);
     /* a negative size, a misspelt key (case too), a key that resembles nothing, a misspelt variable */
     ck_assert(!uvmc_config_set(&c, "threshold", "-5M", "f.conf:1", collect, &log));
-    ck_assert_str_eq(log.line[0], "f.conf:1: bad value '-5M' for threshold (a size of at least 1 byte, e.g. 256MiB); "
-                                  "keeping 256MiB");
+    ck_assert_str_eq(log.line[0], "f.conf:1: bad value '-5M' for threshold (a whole number of bytes or of a unit, at least 1 byte, e.g. "
+                                  "256MiB or 1536M); keeping 256MiB");
     ck_assert(!uvmc_config_set(&c, "Chunk_Sise", "1M", "f.conf:2", collect, &log));
     ck_assert_str_eq(log.line[1], "f.conf:2: unknown key 'Chunk_Sise' (did you mean 'chunk_size'?); ignored");
     ck_assert(!uvmc_config_set(&c, "colour", "red", "f.conf:3", collect, &log));
@@ -677,8 +688,8 @@ START_TEST(mistakes_a_newcomer_makes)
     char *envp[] = {"UVMCHUNK_CONFIG=", "UVMCHUNK_TRESHOLD=1M", "UVMCHUNK_THRESHOLD=abc", NULL};
     uvmc_config_load(&c, envp, collect, &log);
     ck_assert_str_eq(log.line[3], "UVMCHUNK_TRESHOLD: unknown variable (did you mean UVMCHUNK_THRESHOLD?); ignored");
-    ck_assert_str_eq(log.line[4], "UVMCHUNK_THRESHOLD: bad value 'abc' for threshold (a size of at least 1 byte, "
-                                  "e.g. 256MiB); keeping 256MiB");
+    ck_assert_str_eq(log.line[4], "UVMCHUNK_THRESHOLD: bad value 'abc' for threshold (a whole number of bytes or of a "
+                                  "unit, at least 1 byte, e.g. 256MiB or 1536M); keeping 256MiB");
     ck_assert_int_eq(log.n, 5);
     ck_assert_uint_eq(c.threshold, UVMC_DEFAULT_THRESHOLD);
 }

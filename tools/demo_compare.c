@@ -17,6 +17,7 @@ struct report {
     long long locked; /* page-locked bytes at peak (simulator), -1 where not measurable */
     double seconds;
     int verified;
+    char said[1024]; /* the library's own 'uvmchunk:' lines (the stats line): shown after the table */
 };
 
 /* LD_PRELOAD as a list (colon- or blank-separated), without libuvmchunk, and with it first when
@@ -56,6 +57,7 @@ static struct report run_child(const char *self, const char *size_arg, int with)
         else
             unsetenv("LD_PRELOAD");
         dup2(fd[1], STDOUT_FILENO);
+        dup2(fd[1], STDERR_FILENO); /* the library's lines too: they belong after the table */
         close(fd[0]);
         close(fd[1]);
         execl(self, self, "--size", size_arg, "--report", (char *)NULL);
@@ -77,6 +79,11 @@ static struct report run_child(const char *self, const char *size_arg, int with)
                            &r.seconds, &r.verified) == 4;
     if (!r.ran || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
         fprintf(stderr, "uvmchunk-demo: the run %s the library failed:\n%s\n", with ? "with" : "without", buf);
+    for (char *save = NULL, *l = strtok_r(buf, "\n", &save); l; l = strtok_r(NULL, "\n", &save))
+        if (strncmp(l, "uvmchunk: ", 10) == 0) {
+            size_t used = strlen(r.said);
+            snprintf(r.said + used, sizeof r.said - used, "%s\n", l);
+        }
     return r;
 }
 
@@ -117,5 +124,7 @@ int uvmc_demo_compare(const char *size_arg, size_t size)
            r[1].verified ? "yes" : "NO");
     if (r[1].extra_kib > 0)
         printf("host memory ratio without/with: %.2fx\n", (double)r[0].extra_kib / (double)r[1].extra_kib);
+    fputs(r[0].said, stdout);
+    fputs(r[1].said, stdout);
     return r[0].verified && r[1].verified ? 0 : 1;
 }

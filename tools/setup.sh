@@ -102,6 +102,14 @@ sys.exit(torch.__version__.split('+')[0] != '$2' or not torch.version.cuda
          or any(v != '-' and have(p) != v for p, v in want.items()))" 2>/dev/null
 }
 
+# Progress of the PyTorch installs, one line before and one after each step (pip's own progress
+# bars are kept quiet: hundreds of lines for a set): what, how much disk, how long.
+uvmc_du() { local n; n=$(du -sb "$1" 2>/dev/null | cut -f1); echo "${n:-0}"; } # bytes under a folder (0: absent)
+uvmc_gb() { awk -v b="$1" 'BEGIN { printf "%.1f GB", b / 1e9 }'; }
+uvmc_installed() { # VENV T0: the after-line of an install into VENV that started at SECONDS=T0
+    echo "uvmchunk: installed in $((SECONDS - $2)) s; $1 now takes $(uvmc_gb "$(uvmc_du "$1")")"
+}
+
 uvmc_install_python_try() { # VENV VERSION
     local set fb rec pkgs constraints
     set=$(uvmc_torch_set "$2")
@@ -119,23 +127,29 @@ uvmc_install_python_try() { # VENV VERSION
     # pip must never swap torch for another version to satisfy torchrec's or fbgemm-gpu's requirements
     constraints="$1/uvmchunk-constraints.txt"
     printf '%s\n' "torch==$2" ${fb:+"fbgemm-gpu==$fb"} ${rec:+"torchrec==$rec"} | grep -v '==-$' >"$constraints" || return 1
+    local t0=$SECONDS cache0
     if [ "${CI:-}" = true ]; then
         # A CI machine starts empty and installs once: straight from the index, no cache kept (the
         # four sets' wheels are 12 GiB of disk on top of the 29 GiB of venvs)
-        echo "uvmchunk: installing ${pkgs[*]} into $1"
+        echo "uvmchunk: installing ${pkgs[*]} into $1 from the index (about 7 GB installed, one to two minutes)"
         "$1/bin/python" -m pip install --quiet --disable-pip-version-check --no-cache-dir -c "$constraints" \
-            "${pkgs[@]}" && uvmc_torch_ready "$1" "$2"
+            "${pkgs[@]}" && uvmc_installed "$1" "$t0" && uvmc_torch_ready "$1" "$2"
         return
     fi
-    echo "uvmchunk: installing ${pkgs[*]} into $1 (wheels cached in $UVMC_WHEEL_CACHE)"
+    mkdir -p "$UVMC_WHEEL_CACHE" || return 1
+    cache0=$(uvmc_du "$UVMC_WHEEL_CACHE")
+    echo "uvmchunk: downloading ${pkgs[*]} into $UVMC_WHEEL_CACHE (up to 3 GB of wheels, kept for the next" \
+         "install; $(uvmc_gb "$cache0") there now)"
     # setuptools and wheel: the build backend of the one sdist among them (iopath, a torchrec
     # dependency), which pip builds from the cache with --no-index
-    mkdir -p "$UVMC_WHEEL_CACHE" &&
-        "$1/bin/python" -m pip download --quiet --disable-pip-version-check -d "$UVMC_WHEEL_CACHE" \
-            -c "$constraints" "${pkgs[@]}" setuptools wheel &&
-        "$1/bin/python" -m pip install --quiet --disable-pip-version-check --no-index \
-            --find-links "$UVMC_WHEEL_CACHE" -c "$constraints" "${pkgs[@]}" &&
-        uvmc_torch_ready "$1" "$2"
+    "$1/bin/python" -m pip download --quiet --disable-pip-version-check -d "$UVMC_WHEEL_CACHE" \
+        -c "$constraints" "${pkgs[@]}" setuptools wheel || return 1
+    echo "uvmchunk: downloaded $(uvmc_gb $(($(uvmc_du "$UVMC_WHEEL_CACHE") - cache0))) in $((SECONDS - t0)) s;" \
+         "installing them into $1 (about 7 GB)"
+    t0=$SECONDS
+    "$1/bin/python" -m pip install --quiet --disable-pip-version-check --no-index \
+        --find-links "$UVMC_WHEEL_CACHE" -c "$constraints" "${pkgs[@]}" &&
+        uvmc_installed "$1" "$t0" && uvmc_torch_ready "$1" "$2"
 }
 
 uvmc_install_one() { # VERSION: prints the venv's python on success
@@ -174,7 +188,8 @@ uvmc_install_python() {
 # venv the tests use, so each runs the current package (its entry points included), never an older
 # copy. UVMC_PACKAGE_WHEEL names the wheel afterwards (tests/python installs the same one).
 uvmc_build_package() { # PYTHON
-    local out=$UVMC_BUILD/package-wheel
+    local out=$UVMC_BUILD/package-wheel t0=$SECONDS
+    echo "uvmchunk: building this tree's uvmchunk package (a wheel, with the library) for $1" >&2
     rm -rf "$out"
     mkdir -p "$out"
     # scikit-build-core (the build backend) is cached beside the wheels, for runs without the index
@@ -189,6 +204,7 @@ uvmc_build_package() { # PYTHON
     fi
     UVMC_PACKAGE_WHEEL=$(ls "$out"/uvmchunk-*.whl)
     export UVMC_PACKAGE_WHEEL
+    echo "uvmchunk: built $(basename "$UVMC_PACKAGE_WHEEL") in $((SECONDS - t0)) s" >&2
 }
 uvmc_install_package() { # PYTHON...: the wheel of this tree into each
     local py

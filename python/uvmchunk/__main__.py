@@ -1,6 +1,7 @@
 """python -m uvmchunk: the version, the library's path and the configuration in effect (the
-library's own parser reads it: the uvmchunk-config helper next to the library). Exit status 1 when
-the configuration has a mistake (one 'uvmchunk:' line each on stderr), as uvmchunk-run would refuse it."""
+library's own parser reads it: the uvmchunk-config helper next to the library). Exit status 2 when
+the configuration has a mistake (one 'uvmchunk:' line each on stderr), as uvmchunk-run exits when it
+refuses one; 1 when the library or its helper cannot be found."""
 from __future__ import annotations
 
 import argparse
@@ -17,8 +18,8 @@ def main(argv: list[str] | None = None) -> int:
                                 description="Prints the version, the library's path and the configuration in "
                                             "effect (UVMCHUNK_CONFIG or /etc/uvmchunk.conf, then UVMCHUNK_* "
                                             "variables), and whether dcp.save / dcp.load take zero-copy views "
-                                            "here with no code change. Exit status 1 when the configuration "
-                                            "has a mistake.")
+                                            "here with no code change. Exit status 2 when the configuration "
+                                            "has a mistake (as uvmchunk-run).")
     p.add_argument("--version", action="version", version=f"uvmchunk {__version__}")
     p.parse_args(argv)
     print(f"uvmchunk {__version__}")
@@ -32,10 +33,10 @@ def main(argv: list[str] | None = None) -> int:
     if not os.access(helper, os.X_OK):
         print(f"uvmchunk: {helper} not found (the configuration cannot be shown)", file=sys.stderr)
         return 1
-    rc = subprocess.run([helper]).returncode
+    rc = subprocess.run([helper]).returncode  # 1: a mistake (config/describe.c)
     active, why = status()
     print(f"zero-copy DCP views with no code change: {'active' if active else 'not active'} in this Python ({why})")
-    return rc
+    return 2 if rc else 0
 
 
 if __name__ == "__main__":

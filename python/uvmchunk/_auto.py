@@ -11,7 +11,7 @@ from typing import Any, Optional
 import torch
 from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner, DefaultSavePlanner
 
-from . import _accounting, _reads, _spill
+from . import _accounting, _reads, _report, _spill
 from ._config import say_once
 from .dcp import ZeroCopyLoadMixin, ZeroCopySaveMixin, release_host_cache
 from ._views import Viewer, local_tensors
@@ -174,6 +174,7 @@ def install_auto_views(views: bool = True) -> None:
                            and _views_allowed(kwargs.get(storage_key)))
             result = None
             call = _accounting.begin(f"dcp.{name}")
+            report = None if by_executor else _report.start(call, args, kwargs)  # the executor's: async_save's
             try:
                 # async_save: managed tensors above the budget staged in a spill file (uvmchunk._spill)
                 result = (_spill.call(orig, args, kwargs) if name == "async_save" and views
@@ -190,6 +191,7 @@ def install_auto_views(views: bool = True) -> None:
                 _accounting.end(call)
                 if not by_executor:
                     after(result, device)
+                _report.done(report, result)
 
         new = _patched(orig, entry)
         setattr(module, name, new)
@@ -231,9 +233,9 @@ def install_auto_views(views: bool = True) -> None:
         def resolved(self: Any, *args: Any, **kwargs: Any) -> Any:  # the caller's own argument names
             obj = orig_resolve(self, *args, **kwargs)
             viewer = self.__dict__.get("_uvmchunk_auto")
-            if viewer is None:
-                return obj
-            return viewer.save_view(self, obj) if on_save else viewer.load_view(obj)
+            out = obj if viewer is None else viewer.save_view(self, obj) if on_save else viewer.load_view(obj)
+            _report.resolved(obj, out)
+            return out
 
         cls.set_up_planner = _patched(orig_setup, set_up_planner)
         setattr(cls, resolve, _patched(orig_resolve, resolved))

@@ -3,7 +3,8 @@
 PyTorch (>= 2.5) calls every entry point of the group ``torch.backends`` at the end of
 ``import torch`` (PyTorch docs, "Autoloading Out-of-Tree Extension"; off with
 ``TORCH_DEVICE_BACKEND_AUTOLOAD=0``). ``torch_backend_entry`` only adds a post-import hook for
-``torch.distributed.checkpoint``, and only in a process where libuvmchunk.so is loaded: importing
+``torch.distributed.checkpoint`` (in a process without libuvmchunk.so, one that only looks once
+whether the launcher was forgotten: uvmchunk._no_launcher): importing
 DCP while torch is half imported breaks (pytorch/torch-spyre#2925), so nothing of it is touched
 before the program imports it. When it is imported, and the configuration's ``dcp_views`` is on,
 ``uvmchunk._auto.install_auto_views`` patches the two documented extension points of PyTorch's
@@ -55,10 +56,14 @@ def status() -> tuple[bool, str]:
 
 
 class _Finder(importlib.abc.MetaPathFinder):
-    """Post-import hook for TARGET: its real loader runs, then the views are installed (the pattern
-    of wrapt.when_imported). Leaves sys.meta_path once the module has been executed."""
+    """Post-import hook for TARGET: its real loader runs, then `action` (the views' _install, or
+    _no_launcher without the library) runs (the pattern of wrapt.when_imported). Leaves
+    sys.meta_path once the module has been executed."""
 
     _searching = False
+
+    def __init__(self, action=None) -> None:  # noqa: ANN001
+        self.action = action
 
     def find_spec(self, fullname, path, target=None):  # noqa: ANN001  (importlib's signature)
         if fullname != TARGET or self._searching:
@@ -76,7 +81,7 @@ class _Finder(importlib.abc.MetaPathFinder):
             exec_module(module)
             if finder in sys.meta_path:
                 sys.meta_path.remove(finder)
-            _install()
+            (finder.action or _install)()
 
         spec.loader.exec_module = exec_and_patch
         return spec
@@ -97,17 +102,29 @@ def _install() -> None:
         log("warn", f"zero-copy DCP views not installed ({type(e).__name__}: {e}); DCP runs unchanged")
 
 
-def torch_backend_entry() -> None:
-    """The ``torch.backends`` entry point, called during ``import torch``: adds the post-import hook
-    when libuvmchunk.so is loaded in this process, and tells the library that it did (the library
-    says once per process when a Python with PyTorch lacks it). Imports nothing of torch."""
+def _watch_without_library() -> None:
+    """Without libuvmchunk.so: the one look at the first dcp.save / dcp.load (uvmchunk._no_launcher)
+    that says when the launcher was forgotten; never fails the program's import."""
     try:
-        if not loaded_library():
-            return
-        os.environ[_HOOK_ENV] = str(os.getpid())
+        from . import _no_launcher
+        _no_launcher.install(sys.modules[TARGET])
+    except Exception:  # noqa: BLE001
+        pass
+
+
+def torch_backend_entry() -> None:
+    """The ``torch.backends`` entry point, called during ``import torch``: adds the post-import hook,
+    and when libuvmchunk.so is loaded in this process tells the library that it did (the library
+    says once per process when a Python with PyTorch lacks it). Without the library the hook only
+    arranges the one look of _watch_without_library. Imports nothing of torch."""
+    try:
+        lib = loaded_library()
+        if lib:
+            os.environ[_HOOK_ENV] = str(os.getpid())
+        action = _install if lib else _watch_without_library
         if TARGET in sys.modules:
-            _install()
+            action()
         elif not any(isinstance(f, _Finder) for f in sys.meta_path):
-            sys.meta_path.insert(0, _Finder())
+            sys.meta_path.insert(0, _Finder(action))
     except Exception:  # noqa: BLE001  (an exception here would make `import torch` fail)
         pass

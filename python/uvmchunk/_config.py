@@ -57,9 +57,9 @@ def configuration() -> dict[str, str]:
 
 def log(level: str, message: str) -> None:
     """One ``uvmchunk:`` line on stderr when the configuration's log_level shows `level`."""
-    order = ("error", "warn", "info", "debug")
-    shown = configuration().get("log_level", "warn")
-    if order.index(level) <= (order.index(shown) if shown in order else 1):
+    order = ("error", "warn", "notice", "info", "debug")
+    shown = configuration().get("log_level", "notice")
+    if order.index(level) <= (order.index(shown) if shown in order else 2):
         print(f"uvmchunk: {message}", file=sys.stderr, flush=True)
 
 

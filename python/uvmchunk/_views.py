@@ -35,20 +35,26 @@ def local_tensors(obj: Any) -> list[torch.Tensor]:
     """The tensors of this process that a state-dict value holds: a plain tensor itself, a
     DTensor's local tensor, the local shards of a ShardedTensor or of TorchRec's LocalShardsWrapper
     (a DTensor's local tensor with output_dtensor=True), the values of nested dicts, lists and
-    tuples; nothing for other values."""
-    if isinstance(obj, dict):
-        return [t for v in obj.values() for t in local_tensors(v)]
-    if isinstance(obj, (list, tuple)):
-        return [t for v in obj for t in local_tensors(v)]
-    local = getattr(obj, "_local_tensor", None)  # DTensor
-    if isinstance(local, torch.Tensor):
-        return local_tensors(local)
-    if hasattr(obj, "local_shards") and callable(obj.local_shards):
-        try:  # ShardedTensor: Shard objects; LocalShardsWrapper: tensors
-            return [t for s in obj.local_shards() for t in local_tensors(getattr(s, "tensor", s))]
-        except (RuntimeError, AttributeError, TypeError):
-            return []
-    return [obj] if isinstance(obj, torch.Tensor) else []
+    tuples. Other values, Statefuls included, hold none here: a Stateful's state_dict() may do work
+    (TorchRec's flushes its cache), and DCP calls it itself."""
+    out: list[torch.Tensor] = []
+    stack = [obj]
+    while stack:
+        o = stack.pop()
+        if isinstance(o, dict):
+            stack.extend(o.values())
+        elif isinstance(o, (list, tuple)):
+            stack.extend(o)
+        elif isinstance(getattr(o, "_local_tensor", None), torch.Tensor):  # DTensor
+            stack.append(o._local_tensor)
+        elif callable(getattr(o, "local_shards", None)):
+            try:  # ShardedTensor: Shard objects; LocalShardsWrapper: tensors
+                stack.extend(getattr(s, "tensor", s) for s in o.local_shards())
+            except (RuntimeError, AttributeError, TypeError):
+                pass
+        elif isinstance(o, torch.Tensor):
+            out.append(o)
+    return out
 
 
 class Viewer:

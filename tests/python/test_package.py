@@ -95,7 +95,7 @@ def clean_env(**kw):
 ])
 def test_launcher_refuses_configuration_mistakes(tmp_path, conf, env, lines):
     """Every mistake in the file or a UVMCHUNK_* variable: one 'uvmchunk:' line each, exit 2, and
-    the command never starts; the same text from python -m uvmchunk (exit 1) and the helper."""
+    the command never starts; the same text from python -m uvmchunk (exit 2 too) and the helper."""
     marker = tmp_path / "ran"
     args = ["--config", str(tmp_path / "u.conf")] if conf is not None else []
     if conf is not None:
@@ -107,12 +107,12 @@ def test_launcher_refuses_configuration_mistakes(tmp_path, conf, env, lines):
     assert len(got) == len(lines) and all(g.startswith("uvmchunk: ") for g in got), r.stderr
     assert all(want in g for g, want in zip(got, lines)), r.stderr
     assert "keeping" not in r.stderr and "ignored" not in r.stderr  # nothing runs with them
-    # python -m uvmchunk: the same mistakes, with what the library would do about them; exit 1
+    # python -m uvmchunk: the same mistakes, with what the library would do about them; exit 2 as the launcher
     cfg_env = dict(clean_env(**env), PYTHONPATH=str(TOP / "python"))
     if conf is not None:
         cfg_env["UVMCHUNK_CONFIG"] = str(tmp_path / "u.conf")
     m = run([sys.executable, "-m", "uvmchunk"], env=cfg_env)
-    assert m.returncode == 1 and "configuration: " in m.stdout, m.stderr
+    assert m.returncode == 2 and "configuration: " in m.stdout, m.stderr
     assert [ln.split(";")[0] for ln in m.stderr.splitlines()] == [g.split(";")[0] for g in got]
 
 

@@ -18,6 +18,7 @@ flush kernels this job goes without). Prints peak extra host memory and save/loa
 and mode."""
 import importlib.metadata
 import os
+import re
 import sys
 
 import pytest
@@ -76,6 +77,17 @@ def from_the_pages(r, results):
         assert x["load_peak_extra_bytes"] < x["largest_local_table"], r.describe()
 
 
+def from_the_pages_and_said(r, results):
+    """from_the_pages, and each rank's exit stats line counts the views (interpose/stats.c), so a run
+    where the views did the work never reads as zero there."""
+    from_the_pages(r, results)
+    saved = {int(rank): int(n) for rank, n in
+             re.findall(r"uvmchunk: stats: pid \d+, rank (\d+)[^:]*:.*zero-copy views: (\d+) tensors? saved", r.err)}
+    assert sorted(saved) == [0, 1], r.describe()
+    for x in results:
+        assert saved[x["rank"]] >= len(x["tables"]), (saved, r.describe())
+
+
 # One row per mode: the library preloaded or not (with which settings beyond LIB), and what the mode
 # must show beyond bitwise equality. conftest.LIB_ENV turns the automatic views off: preload is the
 # library alone.
@@ -83,7 +95,7 @@ MODES = {
     "stock": dict(lib=False, check=pins_whole_tables),
     "preload": dict(lib=True, check=splits_and_locks_nothing),
     "planner": dict(lib=False, check=from_the_pages),
-    "auto": dict(lib=True, env={"UVMCHUNK_DCP_VIEWS": "on"}, check=from_the_pages),
+    "auto": dict(lib=True, env={"UVMCHUNK_DCP_VIEWS": "on"}, check=from_the_pages_and_said),
 }
 
 

@@ -1,0 +1,230 @@
+"""The per-checkpoint report: one ``uvmchunk: rank N dcp.save ...`` line per dcp.save /
+dcp.async_save / dcp.load (log level ``notice``, the default; ``log_level = warn`` silences it),
+and with the configuration's ``report`` (``UVMCHUNK_REPORT=FILE``) the same record as one JSON
+object per line appended to FILE. Built on the call's accounting (uvmchunk._accounting), the host
+memory measured while it ran (uvmchunk._memory) and PyTorch's host allocator statistics.
+
+A figure the package cannot know on this PyTorch is left out of the line and the record, never
+guessed: copied bytes are counted where DCP resolves each item (absent when the automatic views are
+off), page-locked bytes from torch.cuda.host_memory_stats (absent where it does not exist)."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+from typing import Any, Optional
+
+from . import _accounting
+from ._config import configuration, log
+from ._memory import Sampler
+
+_UNITS = ("bytes", "KiB", "MiB", "GiB", "TiB")
+
+
+def size_text(n: float) -> str:
+    """Bytes as a person reads them, powers of 1024, three significant digits: '4.2 GiB', '96 MiB'."""
+    sign, n = ("-" if n < 0 else ""), abs(float(n))
+    i = 0
+    while n >= 1024 and i < len(_UNITS) - 1:
+        n /= 1024
+        i += 1
+    if i == 0:
+        return f"{sign}{int(n)} bytes"
+    text = f"{n:.3g}" if n < 1000 else f"{n:.0f}"
+    return f"{sign}{text} {_UNITS[i]}"
+
+
+def _rank() -> int:
+    """This process's rank: torch.distributed's when initialized, else torchrun's RANK, else 0."""
+    dist = sys.modules.get("torch.distributed")
+    try:
+        if dist is not None and dist.is_available() and dist.is_initialized():
+            return int(dist.get_rank())
+    except Exception:  # noqa: BLE001
+        pass
+    try:
+        return int(os.environ.get("RANK", "0"))
+    except ValueError:
+        return 0
+
+
+def _pinned_handed_out() -> Optional[int]:
+    """Bytes PyTorch's caching host allocator has handed out in this process so far (cumulative),
+    None where this PyTorch does not say. 2.10+: ``active_bytes.allocated`` (blocks checked out to
+    callers); older releases: ``allocated_bytes.allocated``, which there means the same
+    (torch/cuda/memory.py, host_memory_stats' docstring of each release)."""
+    import torch
+
+    stats = getattr(torch.cuda, "host_memory_stats", None)
+    if stats is None or not torch.cuda.is_initialized():
+        return None
+    try:
+        s = stats()
+    except Exception:  # noqa: BLE001
+        return None
+    for key in ("active_bytes.allocated", "allocated_bytes.allocated"):
+        if key in s:
+            return int(s[key])
+    return None
+
+
+class Report:
+    """What is measured around one call: started by ``start`` before the call, finished by
+    ``finish`` after it (for dcp.async_save: when its upload completed)."""
+
+    def __init__(self, call: _accounting.Call) -> None:
+        self.call = call
+        self.pinned0 = _pinned_handed_out()
+        self.t0 = time.monotonic()
+        self.t1: Optional[float] = None
+        self.sampler = Sampler().start()
+
+    def record(self) -> dict[str, Any]:
+        """The call's record: sizes in bytes, times in seconds; only figures known on this PyTorch."""
+        c, s = self.call.counts, self.sampler
+        rec: dict[str, Any] = {"rank": _rank(), "pid": os.getpid(), "call": self.call.kind,
+                               "time": round(time.time(), 3), "seconds": round((self.t1 or time.monotonic()) - self.t0, 6)}
+        if self.call.kind == "dcp.async_save":
+            rec["returned_seconds"] = round(self.call.seconds, 6)  # async_save's own return
+        for field in ("view_tensors", "view_bytes"):
+            rec[field] = c.get(field, 0)
+        if self.call.notes.get("copies_counted"):
+            rec["copied_bytes"] = c.get("copied_bytes", 0)
+        pinned1 = _pinned_handed_out() if self.pinned0 is not None else None
+        if pinned1 is not None:
+            rec["copied_pinned_bytes"] = max(pinned1 - self.pinned0, 0)
+        for field, v in c.items():  # what other paths add (direct reads, spill, ...): when non-zero
+            if v and field not in rec:
+                rec[field] = v
+        rec["bytes"] = rec["view_bytes"] + rec.get("copied_bytes", 0) + c.get("direct_read_bytes", 0)
+        rec["host_peak_added_bytes"] = s.added_at_peak
+        rec["host_after_added_bytes"] = s.added_after
+        rec["host_resident_before_bytes"] = s.base
+        return rec
+
+    def finish(self) -> Optional[dict[str, Any]]:
+        """Stops the measurement, says the line, appends the JSON record; never raises."""
+        _pending_async.discard(id(self.call))
+        try:
+            self.t1 = time.monotonic()
+            self.sampler.stop()
+            rec = self.record()
+            _hand_totals_to_library()
+            log("notice", line(rec))
+            path = configuration().get("report", "")
+            if path:
+                append(path, rec)
+            return rec
+        except Exception as e:  # noqa: BLE001  (a report must never fail a checkpoint)
+            log("warn", f"no report of this checkpoint ({type(e).__name__}: {e})")
+            return None
+
+
+def line(rec: dict[str, Any]) -> str:
+    """The record as one line (without the ``uvmchunk: `` prefix log adds)."""
+    secs = rec["seconds"]
+    rate = f" ({size_text(rec['bytes'] / secs)}/s)" if secs > 0 and rec["bytes"] else ""
+    load = rec["call"] == "dcp.load"
+    parts = []
+    n = rec["view_tensors"]
+    owner = "table's" if n == 1 else "tables'"
+    parts.append(f"{size_text(rec['view_bytes'])} {'read into' if load else 'written from'} {n} managed {owner} pages"
+                 if n else "no managed table's pages viewed")
+    if rec.get("direct_read_bytes"):
+        parts.append(f"{size_text(rec['direct_read_bytes'])} read from the file straight into managed pages")
+    if "copied_bytes" in rec:
+        pinned = rec.get("copied_pinned_bytes")
+        parts.append(f"{size_text(rec['copied_bytes'])} copied"
+                     + (f" ({size_text(pinned)} of page-locked blocks)" if pinned else ""))
+    elif rec.get("copied_pinned_bytes"):
+        parts.append(f"{size_text(rec['copied_pinned_bytes'])} of page-locked blocks")
+    if rec.get("spilled_bytes"):
+        parts.append(f"{size_text(rec['spilled_bytes'])} staged in a file-backed mapping")
+    if rec.get("bounce_bytes"):
+        parts.append(f"bounce buffer {size_text(rec['bounce_bytes'])}")
+    after = rec["host_after_added_bytes"]
+    text = (f"rank {rec['rank']} {rec['call']} {size_text(rec['bytes'])} in {secs:.2f} s{rate}: "
+            f"{', '.join(parts)}; host +{size_text(rec['host_peak_added_bytes'])} at peak, "
+            f"{'+' if after >= 0 else ''}{size_text(after)} after")
+    if rec.get("stock_pinned_bytes"):
+        text += f" (stock: {size_text(rec['stock_pinned_bytes'])} page-locked)"
+    return text
+
+
+_VIEWS_ENV = "_UVMCHUNK_VIEW_TOTALS"  # read once by the library at exit (interpose/stats.c); not a
+# UVMCHUNK_* name, which the configuration would take for a key
+
+
+def _hand_totals_to_library() -> None:
+    """Keeps the process's view totals where the library's exit stats line reads them: tensors and
+    bytes saved (dcp.save, dcp.async_save) and loaded through views. Once per checkpoint, so a
+    process that ends without running Python's exit handlers still has them."""
+    t = _accounting.totals()
+    saved = [sum(t.get(k, {}).get(f, 0) for k in ("dcp.save", "dcp.async_save")) for f in ("view_tensors", "view_bytes")]
+    loaded = [t.get("dcp.load", {}).get(f, 0) for f in ("view_tensors", "view_bytes")]
+    os.environ[_VIEWS_ENV] = " ".join(str(n) for n in [os.getpid()] + saved + loaded)  # a child's is not ours
+
+
+def append(path: str, rec: dict[str, Any]) -> None:
+    """Appends `rec` to `path` as one JSON line: O_APPEND and one write(2), so the lines of ranks
+    that share the file never interleave (POSIX: each append write is atomic at the file's end)."""
+    data = (json.dumps(rec, sort_keys=True) + "\n").encode()
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        if os.write(fd, data) != len(data):
+            log("warn", f"report {path}: short write (disk full?)")
+    finally:
+        os.close(fd)
+
+
+_pending_async: set[int] = set()  # async_save calls whose upload has not completed
+
+
+def start(call: _accounting.Call, args: tuple, kwargs: dict) -> Optional[Report]:
+    """Starts measuring `call` (opened by _accounting.begin just before) of a wrapped entry point
+    called with `args` / `kwargs`; None when it cannot (said once). dcp.async_save stages a copy of
+    every CUDA tensor of its state dict (torch/distributed/checkpoint/state_dict_saver.py): those
+    bytes are its copies."""
+    try:
+        if (call.kind == "dcp.save" and _pending_async
+                and threading.current_thread().name.startswith("ThreadPoolExecutor")):
+            return None  # PyTorch 2.8's async_save runs save on a ThreadPoolExecutor: part of its report
+        if call.kind == "dcp.async_save":
+            _pending_async.add(id(call))
+            state = kwargs.get("state_dict", args[0] if args else None)
+            _accounting.add("copied_bytes", _cuda_bytes(state))
+            _accounting.note("copies_counted", True)
+        return Report(call)
+    except Exception as e:  # noqa: BLE001
+        log("warn", f"no report of this checkpoint ({type(e).__name__}: {e})")
+        return None
+
+
+def done(report: Optional[Report], result: Any) -> None:
+    """Finishes `report` once the call is over: now, or for dcp.async_save when its upload
+    completed (the Future it returned, or AsyncSaveResponse.upload_completion)."""
+    if report is None:
+        return
+    upload = getattr(result, "upload_completion", result) if report.call.kind == "dcp.async_save" else None
+    if upload is not None and hasattr(upload, "add_done_callback"):
+        upload.add_done_callback(lambda _f: report.finish())
+    else:
+        report.finish()
+
+
+def resolved(before: Any, after: Any) -> None:
+    """Counts what DCP copies: a CUDA tensor that the automatic views' resolve hook (uvmchunk._auto)
+    handed back unchanged takes DCP's copy through host memory."""
+    _accounting.note("copies_counted", True)
+    if after is before and getattr(before, "is_cuda", False):
+        _accounting.add("copied_bytes", before.numel() * before.element_size())
+
+
+def _cuda_bytes(obj: Any) -> int:
+    """Bytes of the distinct CUDA tensors in a (nested) state dict (uvmchunk._views.local_tensors)."""
+    from ._views import local_tensors
+
+    seen = {(t.data_ptr(), t.numel() * t.element_size()) for t in local_tensors(obj) if t.is_cuda}
+    return sum(n for _, n in seen)

@@ -1,0 +1,126 @@
+"""The per-checkpoint report (python/uvmchunk/_report.py, _memory.py): under torchrun every rank
+says one `uvmchunk: rank N dcp.save|dcp.load|dcp.async_save` line and appends the same record to
+UVMCHUNK_REPORT as one JSON line, and its host memory figures agree with the job's own
+measurement (VmHWM reset just before the call, as integration/checkpoint_job.py does) within 5 %
+or 4 MiB; log_level = warn silences the line, not the file; the library's exit stats line counts
+the views. The notice for a Python without the package's hook comes at the first managed
+allocation, on the rank that made it, and names the job's interpreter (a virtual environment's,
+not its base) and the install command for this checkout."""
+import json
+import os
+import re
+import sys
+
+from conftest import TOP, pydev_path, run_body
+
+MIB = 1 << 20
+TABLE = 16 * MIB  # tables of 16 and 24 MiB per rank, and a 1 MiB ordinary CUDA tensor
+BODY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "report_body.py")
+AUTO = {"UVMCHUNK_DCP_VIEWS": "on"}
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
+CALLS = ("dcp.save", "dcp.load", "dcp.async_save")
+MISSING = "has PyTorch but not the uvmchunk package's hook"
+FORGOTTEN = "libuvmchunk.so is not loaded in this process; run the job as `"
+
+
+def run(tmp_path, lib_env, launcher=None, extra_env=None):
+    return run_body(None, True, str(TABLE), str(tmp_path / "ckpt"), script=BODY, launcher=launcher,
+                    lib_env=lib_env, extra_env=extra_env, timeout=600)
+
+
+def records(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f]
+
+
+def near(a, b):
+    return abs(a - b) <= max(0.05 * abs(b), 4 * MIB)
+
+
+def test_line_and_record_on_every_rank(tmp_path):
+    report = tmp_path / "report.jsonl"
+    r = run(tmp_path, dict(AUTO, UVMCHUNK_REPORT=str(report)), launcher=TORCHRUN)
+    assert len(r.results) == 2 and all(res["equal"] for res in r.results), r.describe()
+    recs = records(report)
+    assert len(recs) == 6, r.describe()
+    for res in r.results:
+        rank = res["rank"]
+        for call in CALLS:
+            mine = [x for x in recs if x["rank"] == rank and x["call"] == call]
+            assert len(mine) == 1 and mine[0]["pid"] == res["pid"], (call, recs)
+            rec, own = mine[0], res["own"][call]
+            lines = re.findall(rf"^uvmchunk: rank {rank} {call} .*$", r.err, re.M)
+            assert len(lines) == 1, r.describe()
+            print(lines[0])
+            print(f"  job's own: {own['seconds']:.2f} s, host +{own['peak'] / MIB:.1f} MiB at peak, "
+                  f"{own['after'] / MIB:+.1f} MiB after")
+            assert near(rec["host_peak_added_bytes"], own["peak"]), (rec, own)
+            assert near(rec["host_after_added_bytes"], own["after"]), (rec, own)
+            assert f"host +{_mib(rec['host_peak_added_bytes'])}" in lines[0] or "host +" in lines[0]
+            if call == "dcp.async_save":  # staged: every CUDA tensor copied, none viewed
+                assert rec["view_tensors"] == 0 and rec["copied_bytes"] == res["cuda_bytes"], rec
+            else:  # both tables through views; the ordinary tensor copied (on save: by the rank that writes it)
+                assert rec["view_tensors"] == 2 and rec["view_bytes"] == res["managed_bytes"], rec
+                assert rec["copied_bytes"] <= res["cuda_bytes"] - res["managed_bytes"], rec
+                assert f"{_mib(rec['view_bytes'])} MiB" in lines[0] and "2 managed tables' pages" in lines[0], lines[0]
+        assert "stock:" in [ln for ln in r.err.splitlines() if f"rank {rank} dcp.save" in ln][0]
+    assert MISSING not in r.err and FORGOTTEN not in r.err, r.describe()
+
+
+def _mib(n):
+    return f"{n / MIB:.3g}"
+
+
+def test_warn_silences_the_line_and_stats_count_views(tmp_path):
+    report = tmp_path / "report.jsonl"
+    r = run(tmp_path, dict(AUTO, UVMCHUNK_LOG_LEVEL="warn", UVMCHUNK_REPORT=str(report)))
+    assert "uvmchunk: rank" not in r.err, r.describe()
+    assert len(records(report)) == 3, r.describe()  # the file is written at any log level
+    res = r.result
+    m = re.search(r"zero-copy views: (\d+) tensors? saved \(([^)]*)\), (\d+) loaded \(([^)]*)\)", r.err)
+    assert m and m.group(1) == "2" and m.group(3) == "2", r.describe()
+    assert m.group(2) == f"{res['managed_bytes'] // MIB} MiB", r.describe()
+
+
+def test_missing_package_is_said_at_the_first_managed_allocation(tmp_path):
+    """A Python with PyTorch but without the package's hook (its entry point missing) under the
+    library: one notice per affected rank, at its first managed allocation (no split copy, no lazily
+    served request: the threshold above every copy), naming sys.executable as the job ran it (the
+    virtual environment's interpreter) and `-m pip install <checkout>`. Under torchrun with managed
+    tables on rank 1 only, rank 1 alone says it; rank 0, which allocates no managed memory, does not."""
+    r = run_body(None, True, str(TABLE), str(tmp_path / "ckpt"), "1", script=BODY, launcher=TORCHRUN,
+                 lib_env=dict(AUTO, UVMCHUNK_THRESHOLD="1GiB", UVMCHUNK_STATS="on"),
+                 extra_env={"PYTHONPATH": pydev_path(hook=False)}, timeout=600)
+    by_rank = {res["rank"]: res for res in r.results}
+    assert sorted(by_rank) == [0, 1] and by_rank[1]["managed"] and not by_rank[0]["managed"], r.describe()
+    assert all(res["equal"] for res in r.results), r.describe()
+    assert len(r.stats) == 2 and all(s[0] == 0 for s in r.stats), r.describe()  # no split copy said it
+    notices = [ln for ln in r.err.splitlines() if MISSING in ln]
+    assert len(notices) == 1, r.describe()
+    print(notices[0])
+    one = by_rank[1]
+    assert f"this Python ({one['executable']}, pid {one['pid']}, rank 1)" in notices[0], r.describe()
+    assert f"`{one['executable']} -m pip install {TOP}`" in notices[0], r.describe()
+    assert one["executable"] == sys.executable, r.describe()  # the venv's interpreter, not its base
+    assert "uvmchunk: rank" not in r.err, r.describe()  # no package hook: no report either
+    # enabled = off passes everything through: nothing is missing then
+    off = run_body(None, True, str(TABLE), str(tmp_path / "off"), script=BODY, lib_env=dict(AUTO, UVMCHUNK_ENABLED="off"),
+                   extra_env={"PYTHONPATH": pydev_path(hook=False)}, timeout=600)
+    assert off.result["managed"] and MISSING not in off.err, off.describe()
+
+
+def test_forgotten_launcher_is_said_at_the_first_save(tmp_path):
+    """The package installed (its hook on PYTHONPATH) but the library not preloaded (only the
+    simulator is): the first dcp.save of managed tensors says, on the rank that copies them, how
+    many bytes of managed memory it copies and the command that runs the job under uvmchunk-run;
+    rank 0, whose tensors are ordinary CUDA memory, says nothing; later calls say nothing either."""
+    r = run_body(None, False, str(TABLE), str(tmp_path / "ckpt"), "1", script=BODY, launcher=TORCHRUN, timeout=600)
+    by_rank = {res["rank"]: res for res in r.results}
+    assert sorted(by_rank) == [0, 1] and all(res["equal"] for res in r.results), r.describe()
+    lines = [ln for ln in r.err.splitlines() if FORGOTTEN in ln]
+    assert len(lines) == 1, r.describe()
+    print(lines[0])
+    managed = by_rank[1]["managed_bytes"]
+    assert lines[0].startswith(f"uvmchunk: rank 1 dcp.save copies {managed // MIB} MiB of managed memory (2 tensors) "
+                               "through host memory"), r.describe()
+    assert re.search(r"run the job as `(\S*/)?uvmchunk-run -- torchrun \.\.\.`", lines[0]), r.describe()
