@@ -52,9 +52,12 @@ def size_bytes(text):
 
 
 def size_text(n):
-    """Bytes as a person reads them, like config/units.c: 48 MiB, 1.50 GiB, 512 bytes; '-' for None."""
+    """Bytes as a person reads them, like config/units.c: 48 MiB, 1.50 GiB, 512 bytes; 0 for none
+    (narrow columns); '-' for None."""
     if n is None:
         return "-"
+    if n == 0:
+        return "0"
     sign, n = ("-", -n) if n < 0 else ("", n)
     if n < 1024:
         return f"{sign}{n} byte{'' if n == 1 else 's'}"
@@ -111,7 +114,7 @@ def stats_of(err):
 
 
 def signed_size(n):
-    """A size difference: '+1.50 MiB', '-63 MiB', '0 bytes'."""
+    """A size difference: '+1.50 MiB', '-63 MiB', '0'."""
     return ("-" if n < 0 else "+" if n > 0 else "") + size_text(abs(n))
 
 
@@ -197,8 +200,8 @@ def job_row(size, mode, rc, log, folder, note, backend, spec):
     row["views"] = per_rank([x.get("save_views", 0) for x in res])
     row["preload"] = ",".join("y" if x.get("preloaded") else "n" for x in res) or "-"
     if any("async" in x for x in res):  # --mode async: the figures of the async table
-        def fig(key, fmt):
-            return per_rank([x["async"].get(key) if "async" in x else None for x in res], fmt)
+        def fig(key, fmt):  # the largest rank's, as in the job table
+            return largest([x["async"].get(key) if "async" in x else None for x in res], fmt)
         for key in ("anon_peak", "file_peak", "shmem_peak", "anon_left", "file_left"):
             row[key] = fig(key, signed_size)
         for key in ("stall_s", "upload_s", "dd_s"):
@@ -280,15 +283,15 @@ def engine_row(size, path, rc, log, note):
 
 
 def table(rows, cols):
-    """Columns (key, header) left-aligned, two blanks apart; a header's '\\n' breaks it over lines
+    """Columns (key, header) left-aligned, one blank apart; a header's '\\n' breaks it over lines
     (so the README's column names fit 100 columns)."""
     heads = {k: h.split("\n") for k, h in cols}
     depth = max(len(h) for h in heads.values())
     width = {k: max(*(len(x) for x in heads[k]), *(len(str(r.get(k, "-"))) for r in rows)) for k, _ in cols}
-    lines = ["  ".join((heads[k][i] if i < len(heads[k]) else "").ljust(width[k]) for k, _ in cols).rstrip()
+    lines = [" ".join((heads[k][i] if i < len(heads[k]) else "").ljust(width[k]) for k, _ in cols).rstrip()
              for i in range(depth)]
     for r in rows:
-        lines.append("  ".join(str(r.get(k, "-")).ljust(width[k]) for k, _ in cols).rstrip())
+        lines.append(" ".join(str(r.get(k, "-")).ljust(width[k]) for k, _ in cols).rstrip())
     return "\n".join(lines)
 
 
@@ -304,10 +307,10 @@ DETAIL_COLUMNS = [("size", "size/rank"), ("mode", "mode"), ("gbps", "GB/s"), ("r
                   ("split", "split copies/\nbytes r0,r1"), ("views", "views\nr0,r1"), ("preload", "library\nr0,r1"),
                   ("report", "report")]
 
-ASYNC_COLUMNS = [("size", "size/rank"), ("mode", "mode"), ("ok_short", "ok"), ("stall_s", "stall s\nr0,r1"),
-                 ("upload_s", "upload\ndone s"), ("dd_s", "dd+fsync\ns"), ("anon_peak", "anonymous\npeak"),
-                 ("file_peak", "file-backed\npeak"), ("shmem_peak", "shmem\npeak"), ("pinned_locked", "page-\nlocked"),
-                 ("anon_left", "anonymous\nleft"), ("file_left", "file-backed\nleft")]
+ASYNC_COLUMNS = [("size", "size/rank"), ("mode", "mode"), ("ok_short", "ok"), ("stall_s", "stall\ns"),
+                 ("upload_s", "upload\ndone s"), ("dd_s", "dd+\nfsync s"), ("anon_peak", "anonymous\npeak"),
+                 ("file_peak", "file-\nbacked\npeak"), ("shmem_peak", "shmem\npeak"), ("pinned_locked", "page-\nlocked"),
+                 ("anon_left", "anonymous\nleft"), ("file_left", "file-\nbacked\nleft")]
 
 
 def wrapped(text, width=100):
@@ -368,7 +371,7 @@ def main():
         print()
         print(wrapped(f"== dcp.async_save: the stall, the upload, and what the staged copy cost per rank ({head})"))
         print(table(async_jobs, ASYNC_COLUMNS))
-        print(wrapped("peaks and what is left: above the values just before async_save (RssAnon, RssFile, "
+        print(wrapped("the largest rank's figures. peaks and what is left: above the values just before async_save (RssAnon, RssFile, "
                       "RssShmem of /proc/self/status, sampled every 5 ms); left: once the upload completed. "
                       "dd+fsync: the same bytes written into the checkpoint's folder, for scale."))
     print()
