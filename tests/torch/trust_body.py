@@ -3,7 +3,8 @@ on the simulated CUDA runtime (tests/sim), each printing one line `RESULT <json>
 path never saves older bytes than stock, leaves no CUDA error behind, costs what stock costs where
 it does nothing, recognises the save async_save runs, and copies a table that sits on the device.
 
-usage: python trust_body.py stale|attr_fail|cost|no_cycle|async_marker|residency|stacked --dir DIR
+usage: python trust_body.py stale|attr_fail|cost|no_cycle|async_marker|residency|stacked|
+                            cpu_save|cpu_load|no_collect --dir DIR
 """
 import argparse
 import ctypes
@@ -139,6 +140,36 @@ def body_cost(a):
     loads.sort()
     result(save_s=saves[len(saves) // 2], load_s=loads[len(loads) // 2], objects=len(index),
            equal=torch.equal(back["x"], state["x"]))
+
+
+def body_cpu_save(a):
+    """A checkpoint of one CPU tensor in a.dir, for body_cpu_load."""
+    _dcp().save({"x": torch.arange(1024, dtype=torch.float32)}, checkpoint_id=a.dir, no_dist=True)
+    result(saved=True)
+
+
+def body_cpu_load(a):
+    """dcp.load of body_cpu_save's CPU tensor in a process that never used CUDA: whether CUDA got
+    initialised (stock's FileSystemReader does not initialise it)."""
+    back = {"x": torch.zeros(1024)}
+    _dcp().load(back, checkpoint_id=a.dir, no_dist=True)
+    result(cuda_initialized=torch.cuda.is_initialized(), equal=torch.equal(back["x"], torch.arange(1024.0)))
+
+
+def body_no_collect(a):
+    """With the collector off and CUDA initialised but nothing page-locked: the garbage collections
+    run during three saves and loads of a CPU tensor (only explicit gc.collect calls can run)."""
+    dcp = _dcp()
+    torch.empty(1, device="cuda")
+    gc.disable()
+    runs = []
+    gc.callbacks.append(lambda phase, info: runs.append(info["generation"]) if phase == "start" else None)
+    state = {"x": torch.arange(1024, dtype=torch.float32)}
+    for i in range(3):
+        d = os.path.join(a.dir, str(i))
+        dcp.save(state, checkpoint_id=d, no_dist=True)
+        dcp.load({"x": torch.zeros(1024)}, checkpoint_id=d, no_dist=True)
+    result(collections=runs)
 
 
 def body_no_cycle(a):
