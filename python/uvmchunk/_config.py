@@ -60,7 +60,10 @@ def log(level: str, message: str) -> None:
     order = ("error", "warn", "notice", "info", "debug")
     shown = configuration().get("log_level", "notice")
     if order.index(level) <= (order.index(shown) if shown in order else 2):
-        print(f"uvmchunk: {message}", file=sys.stderr, flush=True)
+        # one line: a message may carry an exception's text, and a CUDA error's is several lines
+        # (c10/cuda/CUDAException.cpp)
+        one = " ".join(part.strip() for part in message.splitlines() if part.strip())
+        print(f"uvmchunk: {one}", file=sys.stderr, flush=True)
 
 
 _said: set[str] = set()

@@ -25,6 +25,18 @@ def lib_env(monkeypatch):
     monkeypatch.setenv("UVMCHUNK_LIB", LIB)
 
 
+def test_a_message_is_one_line(monkeypatch, capsys):
+    """log() prints one `uvmchunk:` line even when the message carries a multi-line exception text
+    (a CUDA error's: c10/cuda/CUDAException.cpp)."""
+    from uvmchunk import _config
+    monkeypatch.setattr(_config, "_config", {"log_level": "warn"})
+    _config.log("warn", "host cache not released (RuntimeError: CUDA error: x\nCUDA kernel errors might be "
+                        "asynchronously reported\n  For debugging consider passing CUDA_LAUNCH_BLOCKING=1\n)")
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("uvmchunk: host cache not released"), err
+    assert "reported For debugging" in err, err
+
+
 def test_library_path_is_the_one_named():
     assert uvmchunk.library_path() == os.path.realpath(LIB)
 
