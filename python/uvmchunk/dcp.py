@@ -115,6 +115,20 @@ def _host_cache_bytes() -> tuple[int, int]:
         return -1, -1
 
 
+def host_allocations() -> Optional[int]:
+    """How many blocks PyTorch's caching host allocator has page-locked in this process so far
+    (num_host_alloc, cumulative); None where this PyTorch does not say. Reads the allocator's
+    counters only: no CUDA call (pin_memory() page-locks without torch.cuda's lazy init, so
+    torch.cuda.is_initialized() may still be False)."""
+    stats = getattr(torch._C, "_cuda_hostMemoryStats", None)
+    if stats is None:
+        return None
+    try:
+        return int(stats()["num_host_alloc"])
+    except (TypeError, KeyError, RuntimeError, ValueError):
+        return None
+
+
 def release_host_cache(device: Optional[int] = None) -> None:
     """Releases the page-locked blocks PyTorch's caching host allocator keeps after they were freed
     (a save's power-of-two staging blocks, lazily served or really pinned). Blocks in use, or whose

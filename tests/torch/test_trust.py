@@ -91,6 +91,16 @@ def test_a_checkpoint_that_pins_nothing_runs_no_collection(tmp_path):
     assert lib["collections"] == stock["collections"] == [], (stock, lib)
 
 
+def test_the_jobs_own_pinned_cache_is_kept(tmp_path):
+    """A checkpoint that page-locks nothing leaves the job's cached pinned blocks to it, as stock:
+    its next pinned batch reuses the cached block instead of page-locking a new one."""
+    stock = trust("pinned_kept", False, tmp_path, "stock").result
+    lib = trust("pinned_kept", True, tmp_path, "lib").result
+    print(f"blocks page-locked by the job's two batches around a CPU-only save and load: stock "
+          f"{stock['host_allocations']}, library {lib['host_allocations']}")
+    assert lib["host_allocations"] == stock["host_allocations"] == 1, (stock, lib)
+
+
 def test_the_staged_copies_are_freed_without_a_collection(tmp_path):
     """With the collector off: once a copying save returned (no views: dcp_views = off; and with
     views on), no staged CPU tensor is alive and nothing is page-locked."""

@@ -4,7 +4,7 @@ path never saves older bytes than stock, leaves no CUDA error behind, costs what
 it does nothing, recognises the save async_save runs, and copies a table that sits on the device.
 
 usage: python trust_body.py stale|attr_fail|cost|no_cycle|async_marker|residency|stacked|
-                            cpu_save|cpu_load|no_collect --dir DIR
+                            cpu_save|cpu_load|no_collect|pinned_kept --dir DIR
 """
 import argparse
 import ctypes
@@ -170,6 +170,20 @@ def body_no_collect(a):
         dcp.save(state, checkpoint_id=d, no_dist=True)
         dcp.load({"x": torch.zeros(1024)}, checkpoint_id=d, no_dist=True)
     result(collections=runs)
+
+
+def body_pinned_kept(a):
+    """The job's own page-locked block, freed into PyTorch's host cache (a DataLoader's pinned
+    batch), then a save and a load of a CPU tensor, then the job's next batch: how many blocks the
+    host allocator page-locked in all (stock: the next batch reuses the cached block)."""
+    dcp = _dcp()
+    batch = torch.empty(8 * MIB, dtype=torch.uint8).pin_memory()
+    del batch
+    d = os.path.join(a.dir, "ckpt")
+    dcp.save({"x": torch.arange(1024, dtype=torch.float32)}, checkpoint_id=d, no_dist=True)
+    dcp.load({"x": torch.zeros(1024)}, checkpoint_id=d, no_dist=True)
+    batch = torch.empty(8 * MIB, dtype=torch.uint8).pin_memory()
+    result(host_allocations=int(torch._C._cuda_hostMemoryStats()["num_host_alloc"]))
 
 
 def body_no_cycle(a):
