@@ -63,7 +63,10 @@ def log(level: str, message: str) -> None:
         # one line: a message may carry an exception's text, and a CUDA error's is several lines
         # (c10/cuda/CUDAException.cpp)
         one = " ".join(part.strip() for part in message.splitlines() if part.strip())
-        print(f"uvmchunk: {one}", file=sys.stderr, flush=True)
+        # one write of the whole line: print() writes the text and its newline separately, and two
+        # ranks sharing a stderr pipe then interleave ("... afteruvmchunk: rank 1 ...")
+        sys.stderr.write(f"uvmchunk: {one}\n")
+        sys.stderr.flush()
 
 
 _said: set[str] = set()

@@ -37,6 +37,29 @@ def test_a_message_is_one_line(monkeypatch, capsys):
     assert "reported For debugging" in err, err
 
 
+def test_a_message_is_one_write(monkeypatch):
+    """log() hands stderr each line in one write (print() writes the text and its newline apart,
+    so two ranks sharing a pipe interleave: "... afteruvmchunk: rank 1 ...")."""
+    from uvmchunk import _config
+
+    class Writes:
+        def __init__(self):
+            self.calls = []
+
+        def write(self, text):
+            self.calls.append(text)
+            return len(text)
+
+        def flush(self):
+            pass
+
+    w = Writes()
+    monkeypatch.setattr(_config, "_config", {"log_level": "warn"})
+    monkeypatch.setattr(_config.sys, "stderr", w)
+    _config.log("warn", "rank 0 dcp.save 1 MiB")
+    assert w.calls == ["uvmchunk: rank 0 dcp.save 1 MiB\n"], w.calls
+
+
 def test_library_path_is_the_one_named():
     assert uvmchunk.library_path() == os.path.realpath(LIB)
 
