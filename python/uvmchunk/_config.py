@@ -45,7 +45,10 @@ def configuration() -> dict[str, str]:
             if not os.access(helper, os.X_OK):
                 continue
             try:
-                out = subprocess.run([helper], capture_output=True, text=True, timeout=30).stdout
+                # a path value (report, async_spill_dir) may hold any byte but a blank: decoded as
+                # os.fsdecode does, so a non-UTF-8 one neither raises here nor loses the other keys
+                out = subprocess.run([helper], capture_output=True, timeout=30).stdout.decode(
+                    "utf-8", "surrogateescape")
             except (OSError, subprocess.SubprocessError):
                 continue
             for line in out.splitlines():

@@ -60,6 +60,25 @@ def test_a_message_is_one_write(monkeypatch):
     assert w.calls == ["uvmchunk: rank 0 dcp.save 1 MiB\n"], w.calls
 
 
+def test_paths_that_are_not_utf8_are_read_back(monkeypatch, tmp_path):
+    """The library's parser takes any non-blank byte in report and async_spill_dir: the package
+    reads both back with their bytes and still sees every other key (a non-UTF-8 byte made
+    configuration() raise once and return {} after)."""
+    from uvmchunk import _config
+    monkeypatch.setattr(_config, "_config", None)
+    monkeypatch.setattr(_config, "loaded_library", lambda: LIB)
+    monkeypatch.setenv("UVMCHUNK_CONFIG", "")
+    monkeypatch.setenv("UVMCHUNK_LOG_LEVEL", "warn")
+    monkeypatch.setenv("UVMCHUNK_REPORT", os.fsdecode(b"/tmp/r\xff.jsonl"))
+    folder = os.path.join(os.fsencode(tmp_path), b"spill \xfe%#")
+    monkeypatch.setenv("UVMCHUNK_ASYNC_SPILL_DIR", os.fsdecode(folder))
+    cfg = _config.configuration()
+    assert os.fsencode(cfg["report"]) == b"/tmp/r\xff.jsonl" and cfg["log_level"] == "warn", cfg
+    pytest.importorskip("torch")
+    from uvmchunk import _spill
+    assert os.fsencode(_spill._spill_dir(cfg["async_spill_dir"])) == folder, cfg
+
+
 def test_library_path_is_the_one_named():
     assert uvmchunk.library_path() == os.path.realpath(LIB)
 
