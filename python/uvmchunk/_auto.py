@@ -13,7 +13,7 @@ from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner, Def
 
 from . import _accounting, _reads, _report, _spill
 from ._config import say_once
-from .dcp import ZeroCopyLoadMixin, ZeroCopySaveMixin, release_host_cache
+from .dcp import ZeroCopyLoadMixin, ZeroCopySaveMixin, host_allocations, release_host_cache
 from ._views import Viewer, local_tensors
 
 
@@ -131,9 +131,13 @@ def _views_allowed(storage: Any) -> bool:
     return False
 
 
-def _release_quietly(device: Optional[int]) -> None:
+def _release_quietly(device: Optional[int], allocations: Optional[int] = None) -> None:
     """release_host_cache for the automatic path: a failure is said, never raised into a save that
-    completed."""
+    completed. `allocations`: host_allocations() when the checkpoint began; unchanged, the
+    checkpoint page-locked no block, and what the host cache holds is the job's own (its pinned
+    batches, which stock leaves cached for the next one): nothing is released."""
+    if allocations is not None and host_allocations() == allocations:
+        return
     try:
         release_host_cache(device)
     except Exception as e:  # noqa: BLE001
@@ -166,6 +170,7 @@ def install_auto_views(views: bool = True) -> None:
             _note_planner(kwargs.get("planner"), base)
             # the caller's device, asked on the caller's thread (a new thread's current device is 0)
             device = _caller_device(args, kwargs)
+            allocations = host_allocations()  # what the host cache page-locked before this call
             # the save an async_save runs on its own thread: no views, and the release is the async_save's
             by_executor = name == "save" and bool(_async_pending) and _async_inner(kwargs.get(storage_key)) is not None
             pending = _async_begin(kwargs.get(storage_key)) if name == "async_save" else None
@@ -190,7 +195,7 @@ def install_auto_views(views: bool = True) -> None:
                 _scope.auto = outer
                 _accounting.end(call)
                 if not by_executor:
-                    after(result, device)
+                    after(result, device, allocations)
                 _report.done(report, result)
 
         new = _patched(orig, entry)
@@ -198,20 +203,20 @@ def install_auto_views(views: bool = True) -> None:
         if getattr(dcp_pkg, name, None) is orig:
             setattr(dcp_pkg, name, new)
 
-    def after_save(_: Any, device: Optional[int]) -> None:
-        _release_quietly(device)
+    def after_save(_: Any, device: Optional[int], allocations: Optional[int]) -> None:
+        _release_quietly(device, allocations)
 
-    def after_async_save(result: Any, device: Optional[int]) -> None:
+    def after_async_save(result: Any, device: Optional[int], allocations: Optional[int]) -> None:
         # AsyncSaveResponse (2.9+): staging may still go on; else a Future of the upload, with the
         # staging completed before async_save returned. Blocks the upload used are freed at its end.
         staging = getattr(result, "staging_completion", None)
         if staging is not None:
-            staging.add_done_callback(lambda _f: _release_quietly(device))
+            staging.add_done_callback(lambda _f: _release_quietly(device, allocations))
         else:
-            _release_quietly(device)
+            _release_quietly(device, allocations)
         upload = getattr(result, "upload_completion", result)
         if hasattr(upload, "add_done_callback"):
-            upload.add_done_callback(lambda _f: _release_quietly(device))
+            upload.add_done_callback(lambda _f: _release_quietly(device, allocations))
 
     wrap_entry(state_dict_saver, "save", DefaultSavePlanner, "storage_writer", after_save)
     wrap_entry(state_dict_saver, "async_save", DefaultSavePlanner, "storage_writer", after_async_save)

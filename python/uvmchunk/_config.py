@@ -45,7 +45,10 @@ def configuration() -> dict[str, str]:
             if not os.access(helper, os.X_OK):
                 continue
             try:
-                out = subprocess.run([helper], capture_output=True, text=True, timeout=30).stdout
+                # a path value (report, async_spill_dir) may hold any byte but a blank: decoded as
+                # os.fsdecode does, so a non-UTF-8 one neither raises here nor loses the other keys
+                out = subprocess.run([helper], capture_output=True, timeout=30).stdout.decode(
+                    "utf-8", "surrogateescape")
             except (OSError, subprocess.SubprocessError):
                 continue
             for line in out.splitlines():
@@ -60,7 +63,13 @@ def log(level: str, message: str) -> None:
     order = ("error", "warn", "notice", "info", "debug")
     shown = configuration().get("log_level", "notice")
     if order.index(level) <= (order.index(shown) if shown in order else 2):
-        print(f"uvmchunk: {message}", file=sys.stderr, flush=True)
+        # one line: a message may carry an exception's text, and a CUDA error's is several lines
+        # (c10/cuda/CUDAException.cpp)
+        one = " ".join(part.strip() for part in message.splitlines() if part.strip())
+        # one write of the whole line: print() writes the text and its newline separately, and two
+        # ranks sharing a stderr pipe then interleave ("... afteruvmchunk: rank 1 ...")
+        sys.stderr.write(f"uvmchunk: {one}\n")
+        sys.stderr.flush()
 
 
 _said: set[str] = set()

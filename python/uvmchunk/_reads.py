@@ -259,7 +259,9 @@ def _takes_views(planner: Any) -> bool:
     """The planner hands DCP views: the automatic path's (set_up_planner's _uvmchunk_auto) or
     uvmchunk.dcp's load planners (zero_copy)."""
     viewer = getattr(planner, "__dict__", {}).get("_uvmchunk_auto") or getattr(planner, "zero_copy", None)
-    return isinstance(viewer, Viewer)
+    # synced: the devices prepare() waited for, the only ones that get views; none (a load without
+    # managed tables) hands no view, so PyTorch's own read_data runs, with no CUDA call of ours
+    return isinstance(viewer, Viewer) and bool(viewer.synced)
 
 
 def _why_not(reader: Any, planner: Any, wrapper: Any) -> Optional[str]:

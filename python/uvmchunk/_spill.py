@@ -319,7 +319,13 @@ def new_spill(kwargs: dict[str, Any]) -> Optional[Spill]:
         budget, why = mem_available() // 4, "a quarter of MemAvailable"
     else:
         budget, why = _parse_size(budget_text), "async_memory_budget"
-    return Spill(budget, why, mode, urllib.parse.unquote(cfg.get("async_spill_dir", "")), checkpoint_dir(kwargs))
+    return Spill(budget, why, mode, _spill_dir(cfg.get("async_spill_dir", "")), checkpoint_dir(kwargs))
+
+
+def _spill_dir(escaped: str) -> str:
+    """async_spill_dir as uvmchunk-config escapes it (%XX) back to the folder's own bytes, as a str
+    the way os.fsdecode makes one (a name that is not UTF-8 keeps its bytes)."""
+    return os.fsdecode(urllib.parse.unquote_to_bytes(os.fsencode(escaped)))
 
 
 def _parse_size(text: str) -> int:

@@ -100,6 +100,9 @@ class Viewer:
         for t in local_tensors(state_dict):
             if t.device.type == "cuda" and _device(t) not in devices and self.eligible(t):
                 devices.add(_device(t))
+        if not devices:
+            self.synced = frozenset()
+            return  # no eligible tensor: nothing to wait for, and no CUDA call (CUDA not initialised)
         runtime = rt()
         for dev in sorted(devices):
             runtime.wait_current_stream(dev) if runtime else torch.cuda.current_stream(dev).synchronize()

@@ -106,9 +106,27 @@ def _host_cache_bytes() -> tuple[int, int]:
     stats = getattr(torch._C, "_cuda_hostMemoryStats", None)
     try:
         s = stats() if stats is not None else None
-        return int(s["reserved_bytes"]["current"]), int(s["allocated_bytes"]["current"])
+        if "reserved_bytes" in s:  # 2.9 and older: reserved_bytes held, allocated_bytes in use
+            return int(s["reserved_bytes"]["current"]), int(s["allocated_bytes"]["current"])
+        # 2.10+ renamed them: allocated_bytes is what the allocator holds, active_bytes what is in
+        # use (torch/cuda/memory.py, host_memory_stats' docstring of each release)
+        return int(s["allocated_bytes"]["current"]), int(s["active_bytes"]["current"])
     except (TypeError, KeyError, RuntimeError):
         return -1, -1
+
+
+def host_allocations() -> Optional[int]:
+    """How many blocks PyTorch's caching host allocator has page-locked in this process so far
+    (num_host_alloc, cumulative); None where this PyTorch does not say. Reads the allocator's
+    counters only: no CUDA call (pin_memory() page-locks without torch.cuda's lazy init, so
+    torch.cuda.is_initialized() may still be False)."""
+    stats = getattr(torch._C, "_cuda_hostMemoryStats", None)
+    if stats is None:
+        return None
+    try:
+        return int(stats()["num_host_alloc"])
+    except (TypeError, KeyError, RuntimeError, ValueError):
+        return None
 
 
 def release_host_cache(device: Optional[int] = None) -> None:

@@ -25,6 +25,60 @@ def lib_env(monkeypatch):
     monkeypatch.setenv("UVMCHUNK_LIB", LIB)
 
 
+def test_a_message_is_one_line(monkeypatch, capsys):
+    """log() prints one `uvmchunk:` line even when the message carries a multi-line exception text
+    (a CUDA error's: c10/cuda/CUDAException.cpp)."""
+    from uvmchunk import _config
+    monkeypatch.setattr(_config, "_config", {"log_level": "warn"})
+    _config.log("warn", "host cache not released (RuntimeError: CUDA error: x\nCUDA kernel errors might be "
+                        "asynchronously reported\n  For debugging consider passing CUDA_LAUNCH_BLOCKING=1\n)")
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("uvmchunk: host cache not released"), err
+    assert "reported For debugging" in err, err
+
+
+def test_a_message_is_one_write(monkeypatch):
+    """log() hands stderr each line in one write (print() writes the text and its newline apart,
+    so two ranks sharing a pipe interleave: "... afteruvmchunk: rank 1 ...")."""
+    from uvmchunk import _config
+
+    class Writes:
+        def __init__(self):
+            self.calls = []
+
+        def write(self, text):
+            self.calls.append(text)
+            return len(text)
+
+        def flush(self):
+            pass
+
+    w = Writes()
+    monkeypatch.setattr(_config, "_config", {"log_level": "warn"})
+    monkeypatch.setattr(_config.sys, "stderr", w)
+    _config.log("warn", "rank 0 dcp.save 1 MiB")
+    assert w.calls == ["uvmchunk: rank 0 dcp.save 1 MiB\n"], w.calls
+
+
+def test_paths_that_are_not_utf8_are_read_back(monkeypatch, tmp_path):
+    """The library's parser takes any non-blank byte in report and async_spill_dir: the package
+    reads both back with their bytes and still sees every other key (a non-UTF-8 byte made
+    configuration() raise once and return {} after)."""
+    from uvmchunk import _config
+    monkeypatch.setattr(_config, "_config", None)
+    monkeypatch.setattr(_config, "loaded_library", lambda: LIB)
+    monkeypatch.setenv("UVMCHUNK_CONFIG", "")
+    monkeypatch.setenv("UVMCHUNK_LOG_LEVEL", "warn")
+    monkeypatch.setenv("UVMCHUNK_REPORT", os.fsdecode(b"/tmp/r\xff.jsonl"))
+    folder = os.path.join(os.fsencode(tmp_path), b"spill \xfe%#")
+    monkeypatch.setenv("UVMCHUNK_ASYNC_SPILL_DIR", os.fsdecode(folder))
+    cfg = _config.configuration()
+    assert os.fsencode(cfg["report"]) == b"/tmp/r\xff.jsonl" and cfg["log_level"] == "warn", cfg
+    pytest.importorskip("torch")
+    from uvmchunk import _spill
+    assert os.fsencode(_spill._spill_dir(cfg["async_spill_dir"])) == folder, cfg
+
+
 def test_library_path_is_the_one_named():
     assert uvmchunk.library_path() == os.path.realpath(LIB)
 

@@ -66,6 +66,41 @@ def test_a_checkpoint_that_takes_no_view_costs_what_stock_costs(tmp_path):
     assert lib["save_s"] < stock["save_s"] + 0.1 and lib["load_s"] < stock["load_s"] + 0.1, (stock, lib)
 
 
+def test_a_cpu_only_load_initialises_no_cuda(tmp_path):
+    """dcp.load of CPU tensors in a process that never used CUDA: stock initialises no CUDA (a
+    context, device memory), so neither may the library (the views' wait and the direct reads ask
+    CUDA nothing without an eligible tensor)."""
+    d = tmp_path / "ckpt"
+    run_body("cpu_save", False, "--dir", str(d), script=TRUST_BODY)
+    stock = run_body("cpu_load", False, "--dir", str(d), script=TRUST_BODY).result
+    lib = run_body("cpu_load", True, "--dir", str(d), script=TRUST_BODY, lib_env=AUTO).result
+    print(f"CUDA initialised by a CPU-only dcp.load: stock {stock['cuda_initialized']}, library "
+          f"{lib['cuda_initialized']}")
+    assert stock["equal"] and lib["equal"]
+    assert lib["cuda_initialized"] == stock["cuda_initialized"], (stock, lib)
+
+
+def test_a_checkpoint_that_pins_nothing_runs_no_collection(tmp_path):
+    """CPU-only saves and loads with nothing page-locked, the collector off: release_host_cache
+    must see the host allocator empty on every PyTorch (2.10+ names its counters allocated_bytes /
+    active_bytes, older ones reserved_bytes / allocated_bytes) and collect nothing, as stock."""
+    stock = trust("no_collect", False, tmp_path, "stock").result
+    lib = trust("no_collect", True, tmp_path, "lib").result
+    print(f"collections during 3 CPU-only saves and loads: stock {stock['collections']}, "
+          f"library {lib['collections']}")
+    assert lib["collections"] == stock["collections"] == [], (stock, lib)
+
+
+def test_the_jobs_own_pinned_cache_is_kept(tmp_path):
+    """A checkpoint that page-locks nothing leaves the job's cached pinned blocks to it, as stock:
+    its next pinned batch reuses the cached block instead of page-locking a new one."""
+    stock = trust("pinned_kept", False, tmp_path, "stock").result
+    lib = trust("pinned_kept", True, tmp_path, "lib").result
+    print(f"blocks page-locked by the job's two batches around a CPU-only save and load: stock "
+          f"{stock['host_allocations']}, library {lib['host_allocations']}")
+    assert lib["host_allocations"] == stock["host_allocations"] == 1, (stock, lib)
+
+
 def test_the_staged_copies_are_freed_without_a_collection(tmp_path):
     """With the collector off: once a copying save returned (no views: dcp_views = off; and with
     views on), no staged CPU tensor is alive and nothing is page-locked."""

@@ -3,7 +3,8 @@ on the simulated CUDA runtime (tests/sim), each printing one line `RESULT <json>
 path never saves older bytes than stock, leaves no CUDA error behind, costs what stock costs where
 it does nothing, recognises the save async_save runs, and copies a table that sits on the device.
 
-usage: python trust_body.py stale|attr_fail|cost|no_cycle|async_marker|residency|stacked --dir DIR
+usage: python trust_body.py stale|attr_fail|cost|no_cycle|async_marker|residency|stacked|
+                            cpu_save|cpu_load|no_collect|pinned_kept --dir DIR
 """
 import argparse
 import ctypes
@@ -141,6 +142,50 @@ def body_cost(a):
            equal=torch.equal(back["x"], state["x"]))
 
 
+def body_cpu_save(a):
+    """A checkpoint of one CPU tensor in a.dir, for body_cpu_load."""
+    _dcp().save({"x": torch.arange(1024, dtype=torch.float32)}, checkpoint_id=a.dir, no_dist=True)
+    result(saved=True)
+
+
+def body_cpu_load(a):
+    """dcp.load of body_cpu_save's CPU tensor in a process that never used CUDA: whether CUDA got
+    initialised (stock's FileSystemReader does not initialise it)."""
+    back = {"x": torch.zeros(1024)}
+    _dcp().load(back, checkpoint_id=a.dir, no_dist=True)
+    result(cuda_initialized=torch.cuda.is_initialized(), equal=torch.equal(back["x"], torch.arange(1024.0)))
+
+
+def body_no_collect(a):
+    """With the collector off and CUDA initialised but nothing page-locked: the garbage collections
+    run during three saves and loads of a CPU tensor (only explicit gc.collect calls can run)."""
+    dcp = _dcp()
+    torch.empty(1, device="cuda")
+    gc.disable()
+    runs = []
+    gc.callbacks.append(lambda phase, info: runs.append(info["generation"]) if phase == "start" else None)
+    state = {"x": torch.arange(1024, dtype=torch.float32)}
+    for i in range(3):
+        d = os.path.join(a.dir, str(i))
+        dcp.save(state, checkpoint_id=d, no_dist=True)
+        dcp.load({"x": torch.zeros(1024)}, checkpoint_id=d, no_dist=True)
+    result(collections=runs)
+
+
+def body_pinned_kept(a):
+    """The job's own page-locked block, freed into PyTorch's host cache (a DataLoader's pinned
+    batch), then a save and a load of a CPU tensor, then the job's next batch: how many blocks the
+    host allocator page-locked in all (stock: the next batch reuses the cached block)."""
+    dcp = _dcp()
+    batch = torch.empty(8 * MIB, dtype=torch.uint8).pin_memory()
+    del batch
+    d = os.path.join(a.dir, "ckpt")
+    dcp.save({"x": torch.arange(1024, dtype=torch.float32)}, checkpoint_id=d, no_dist=True)
+    dcp.load({"x": torch.zeros(1024)}, checkpoint_id=d, no_dist=True)
+    batch = torch.empty(8 * MIB, dtype=torch.uint8).pin_memory()
+    result(host_allocations=int(torch._C._cuda_hostMemoryStats()["num_host_alloc"]))
+
+
 def body_no_cycle(a):
     """With the collector off for the whole run: a save that copies (a managed table without views,
     an ordinary CUDA tensor) leaves no staged CPU tensor alive and nothing page-locked once it
@@ -168,15 +213,17 @@ def body_async_marker(a):
         import inspect
 
         import uvmchunk._auto as auto
-        real = auto.release_host_cache
+        # where the automatic path asks for a release (it then skips it when the checkpoint
+        # page-locked nothing: 2.8's async_save stages in pageable memory)
+        real = auto._release_quietly
 
-        def spy(device=None):
+        def spy(device=None, *rest):
             in_inner = any(f.function == "entry" and f.frame.f_locals.get("name") == "save"
                            for f in inspect.stack(0))
             releases.append({"device": device, "in_inner_save": in_inner})
-            return real(device)
+            return real(device, *rest)
 
-        auto.release_host_cache = spy
+        auto._release_quietly = spy
     except ImportError:
         auto = None
     planner = DefaultSavePlanner()
