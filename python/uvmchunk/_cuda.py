@@ -6,9 +6,8 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
-import warnings
 from collections.abc import Iterator
-from typing import Optional
+from typing import Any, Optional
 
 import torch
 
@@ -56,10 +55,24 @@ class Runtime:
                 continue
         raise RuntimeError(f"no CUDA runtime defining {cls.probe} in the global scope or libtorch_cuda.so's")
 
+    def _query(self, fn: Any, *args: Any) -> int:
+        """One query of the package's own, in relaxed capture mode (queries are among the calls a
+        library makes on its own behalf: CUDA Runtime API, cudaThreadExchangeStreamCaptureMode);
+        its return code. It leaves the thread's last error as it found it: with an error already
+        pending for the job (cudaPeekAtLastError), nothing is asked (the code is that error's), since
+        clearing a failed query's error (cudaGetLastError) would clear the job's too."""
+        pending = self.lib.cudaPeekAtLastError()
+        if pending != 0:
+            return pending
+        with self.relaxed():
+            rc = fn(*args)
+        if rc != 0:
+            self.lib.cudaGetLastError()
+        return rc
+
     def is_managed(self, ptr: int) -> bool:
         attrs = (ctypes.c_byte * 256)()  # struct cudaPointerAttributes: the type comes first
-        if self.lib.cudaPointerGetAttributes(attrs, ctypes.c_void_p(ptr)) != 0:
-            self.lib.cudaGetLastError()
+        if self._query(self.lib.cudaPointerGetAttributes, attrs, ctypes.c_void_p(ptr)) != 0:
             return False
         return ctypes.c_int.from_buffer(attrs, 0).value == _MANAGED
 
@@ -70,7 +83,10 @@ class Runtime:
         thread's global-mode capture (PyTorch's default for torch.cuda.graph) (CUDA Runtime API,
         cudaThreadExchangeStreamCaptureMode)."""
         mode = ctypes.c_int(_CAPTURE_RELAXED)
+        pending = self.lib.cudaPeekAtLastError()
         exchanged = self.lib.cudaThreadExchangeStreamCaptureMode(ctypes.byref(mode)) == 0
+        if not exchanged and pending == 0:
+            self.lib.cudaGetLastError()  # the failed exchange's error is ours, not the job's
         try:
             yield
         finally:
@@ -100,26 +116,27 @@ class Runtime:
         cudaGetLastError), reads as "no" for this call only and is asked again at the next."""
         if device not in self._cma:
             v = ctypes.c_int(0)
-            rc = self.lib.cudaDeviceGetAttribute(ctypes.byref(v), _CONCURRENT_MANAGED, device)
+            rc = self._query(self.lib.cudaDeviceGetAttribute, ctypes.byref(v), _CONCURRENT_MANAGED, device)
             if rc != 0:
-                self.lib.cudaGetLastError()
+                # a nonzero last error after _query is the job's (the query's own is cleared)
+                why = ("was not asked: an error the job has not read yet is pending" if self.lib.cudaPeekAtLastError()
+                       else "failed with")
                 say_once(f"cma-query:{device}:{rc}", "warn", f"cudaDeviceGetAttribute(cudaDevAttrConcurrentManaged"
-                         f"Access, device {device}) failed with {self.error_name(rc)}: no views on that device "
+                         f"Access, device {device}) {why} {self.error_name(rc)}: no views on that device "
                          "in this checkpoint (asked again at the next)")
                 return False
             self._cma[device] = v.value == 1
             if not self._cma[device]:
-                warnings.warn(f"uvmchunk: device {device} has no concurrent managed access (the CPU may not read "
-                              "managed memory while it works): the planners take no views there", RuntimeWarning,
-                              stacklevel=4)
+                say_once(f"no-cma:{device}", "warn", f"device {device} has no concurrent managed access (the CPU "
+                         "may not read managed memory while it works): the planners take no views there")
         return self._cma[device]
 
     def _range_int(self, attribute: int, ptr: int, nbytes: int) -> Optional[int]:
         """An int-valued cudaMemRangeGetAttribute of [ptr, ptr + nbytes), or None when the query
         failed (its error cleared: the thread's last error stays as it was found)."""
         v = ctypes.c_int(0)
-        if self.lib.cudaMemRangeGetAttribute(ctypes.byref(v), 4, attribute, ctypes.c_void_p(ptr), nbytes) != 0:
-            self.lib.cudaGetLastError()
+        if self._query(self.lib.cudaMemRangeGetAttribute, ctypes.byref(v), 4, attribute, ctypes.c_void_p(ptr),
+                       nbytes) != 0:
             return None
         return v.value
 
@@ -158,8 +175,7 @@ def rt() -> Optional[Runtime]:
             _runtime = Runtime()
         except (OSError, RuntimeError, AttributeError) as e:
             _runtime_failed = True
-            warnings.warn(f"uvmchunk: {e}; the planners take no views (DCP's normal path for every tensor)",
-                          RuntimeWarning, stacklevel=3)
+            say_once("no-runtime", "warn", f"{e}; the planners take no views (DCP's normal path for every tensor)")
     return _runtime
 
 

@@ -55,6 +55,18 @@ def test_a_failed_device_query_leaves_no_error_and_is_asked_again(tmp_path):
     assert "has no concurrent managed access" not in lib.err, lib.describe()
 
 
+def test_an_error_the_job_has_not_read_is_still_there_after_a_checkpoint(tmp_path):
+    """A failed cudaSetDevice (101) the job has not read yet when dcp.save / dcp.load of a managed
+    table begin: after each, cudaGetLastError returns it, as with stock DCP; the library's own
+    queries (which clear the errors of their own failures) ask nothing while it is pending."""
+    stock = trust("pending_error", False, tmp_path, "stock")
+    lib = trust("pending_error", True, tmp_path, "lib")
+    print(f"cudaSetDevice rc, then cudaGetLastError after save and load: stock "
+          f"{stock.result['set_device_and_after']}, library {lib.result['set_device_and_after']}")
+    assert stock.result["set_device_and_after"] == [[101, 101], [101, 101]], stock.describe()  # means something
+    assert lib.result["set_device_and_after"] == stock.result["set_device_and_after"], lib.describe()
+
+
 def test_a_checkpoint_that_takes_no_view_costs_what_stock_costs(tmp_path):
     """A 4 KiB CPU tensor saved and loaded with 1.5 million live Python objects: the library adds no
     collection of the heap (printed; only a wide bound asserted)."""

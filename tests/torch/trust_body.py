@@ -4,7 +4,7 @@ path never saves older bytes than stock, leaves no CUDA error behind, costs what
 it does nothing, recognises the save async_save runs, and copies a table that sits on the device.
 
 usage: python trust_body.py stale|attr_fail|cost|no_cycle|async_marker|residency|stacked|
-                            cpu_save|cpu_load|no_collect|pinned_kept --dir DIR
+                            cpu_save|cpu_load|no_collect|pinned_kept|pending_error --dir DIR
 """
 import argparse
 import ctypes
@@ -115,6 +115,28 @@ def body_attr_fail(a):
     dcp.load(back, checkpoint_id=os.path.join(a.dir, "second"), no_dist=True)
     result(fill_error=fill_error, first_views=v1 - v0, second_views=_views() - v1,
            attribute_calls_in_first_save=int(calls1 - calls0), equal=torch.equal(back["t"], table.cpu()))
+
+
+def body_pending_error(a):
+    """An error the job has not read yet (cudaSetDevice of a device that does not exist: 101, not
+    sticky) when dcp.save and dcp.load of a managed table begin, with the next range-attribute
+    query set to fail (a query of the library's own that fails clears its error, and with it the
+    job's): what the runtime's cudaGetLastError returns afterwards (stock: the job's error)."""
+    dcp = _dcp()
+    drv = sim_driver()
+    table = cuda_from(pattern(8 * MIB, 2), managed=True)
+    torch.cuda.synchronize()
+    cudart = ctypes.CDLL(None)  # the simulated runtime, preloaded in the global scope
+    seen = []
+    for what in ("save", "load"):
+        rc = cudart.cudaSetDevice(4096)
+        drv.uvmsim_fail_nth(b"cudaMemRangeGetAttribute", 1, 1)  # asked by the library, not by PyTorch
+        if what == "save":
+            dcp.save({"t": table}, checkpoint_id=a.dir, no_dist=True)
+        else:
+            dcp.load({"t": table}, checkpoint_id=a.dir, no_dist=True)
+        seen.append([rc, cudart.cudaGetLastError()])
+    result(set_device_and_after=seen, views=_views())
 
 
 def body_cost(a):
