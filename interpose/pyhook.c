@@ -69,17 +69,20 @@ static void uvmc_pyhook_say(void);
 
 void uvmc_pyhook_check_once(void)
 {
-    if (atomic_exchange(&uvmc_pyhook_checked, true))
-        return;
     int saved = errno; /* a managed allocation's caller may look at errno after it: as it was */
-    uvmc_pyhook_say();
+    if (!uvmc_cfg.enabled || !uvmc_cfg.dcp_views) {
+        atomic_store(&uvmc_pyhook_checked, true); /* everything passed through, or views switched off */
+    } else if (dl_iterate_phdr(uvmc_find_torch_python, NULL)) {
+        /* decided once PyTorch is in the process, said by one thread; until then asked again at the
+         * next managed allocation or large copy: a C extension may allocate before `import torch` */
+        if (!atomic_exchange(&uvmc_pyhook_checked, true))
+            uvmc_pyhook_say();
+    }
     errno = saved;
 }
 
 static void uvmc_pyhook_say(void)
 {
-    if (!uvmc_cfg.enabled || !uvmc_cfg.dcp_views || !dl_iterate_phdr(uvmc_find_torch_python, NULL))
-        return; /* everything passed through, views switched off, or no PyTorch in this process */
     const char *pid = getenv(UVMC_HOOK_ENV);
     if (pid && strtol(pid, NULL, 10) == (long)getpid())
         return;

@@ -109,6 +109,23 @@ def test_missing_package_is_said_at_the_first_managed_allocation(tmp_path):
     assert off.result["managed"] and MISSING not in off.err, off.describe()
 
 
+def test_missing_package_is_said_after_a_managed_allocation_before_torch(tmp_path):
+    """A C extension that allocates managed memory before `import torch` (here: ctypes, in the same
+    Python without the package's hook): the library cannot tell then whether PyTorch will come, so
+    it asks again at the next managed allocation; once PyTorch is there, the notice comes, once."""
+    early = tmp_path / "early.py"
+    early.write_text(
+        "import ctypes, runpy, sys\n"
+        "p = ctypes.c_void_p()\n"
+        "assert ctypes.CDLL(None).cudaMallocManaged(ctypes.byref(p), 1 << 20, 1) == 0\n"
+        f"sys.argv = [{BODY!r}] + sys.argv[1:]\n"
+        f"runpy.run_path({BODY!r}, run_name='__main__')\n")
+    r = run_body(None, True, str(TABLE), str(tmp_path / "ckpt"), script=str(early), lib_env=dict(AUTO),
+                 extra_env={"PYTHONPATH": pydev_path(hook=False)}, timeout=600)
+    assert r.result["managed"] and r.result["equal"], r.describe()
+    assert len([ln for ln in r.err.splitlines() if MISSING in ln]) == 1, r.describe()
+
+
 def test_forgotten_launcher_is_said_at_the_first_save(tmp_path):
     """The package installed (its hook on PYTHONPATH) but the library not preloaded (only the
     simulator is): the first dcp.save of managed tensors says, on the rank that copies them, how
