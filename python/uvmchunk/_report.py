@@ -157,10 +157,24 @@ _VIEWS_ENV = "_UVMCHUNK_VIEW_TOTALS"  # read once by the library at exit (interp
 # UVMCHUNK_* name, which the configuration would take for a key
 
 
+_exit_hook = False
+
+
 def _hand_totals_to_library() -> None:
-    """Keeps the process's view totals where the library's exit stats line reads them: tensors and
-    bytes saved (dcp.save, dcp.async_save) and loaded through views. Once per checkpoint, so a
-    process that ends without running Python's exit handlers still has them."""
+    """Arranges for the process's view totals to be where the library's exit stats line reads them:
+    tensors and bytes saved (dcp.save, dcp.async_save) and loaded through views. Written once, by
+    Python's exit handlers (on the main thread, before the C library's exit handler prints), never
+    per checkpoint: setenv from a checkpoint's thread (an async upload's callback) races with
+    getenv in the job's other threads, and glibc may free the environment array a getenv is
+    reading (setenv(3), "MT-Unsafe const:env"). A process that ends with os._exit has no totals."""
+    global _exit_hook
+    if not _exit_hook:
+        _exit_hook = True
+        import atexit
+        atexit.register(_write_totals)
+
+
+def _write_totals() -> None:
     t = _accounting.totals()
     saved = [sum(t.get(k, {}).get(f, 0) for k in ("dcp.save", "dcp.async_save")) for f in ("view_tensors", "view_bytes")]
     loaded = [t.get("dcp.load", {}).get(f, 0) for f in ("view_tensors", "view_bytes")]
