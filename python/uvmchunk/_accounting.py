@@ -5,8 +5,11 @@ process totals. Imports nothing of torch.
 A wrapped ``dcp.save`` / ``dcp.async_save`` / ``dcp.load`` opens a ``Call`` with ``begin`` and
 closes it with ``end``; code that runs inside it, on the caller's thread or on DCP's writer and
 reader threads, adds to it with ``add``. Calls are process-wide (not thread-local): DCP resolves
-items on its own threads. A nested call (the ``save`` that ``async_save`` runs) adds to the
-innermost open call."""
+items on its own threads. Code that belongs to one call (a planner's views, a load's reads) names
+it, taken on the caller's thread when it was made; otherwise ``add`` goes to this thread's innermost
+open call (a nested one: the ``save`` that ``async_save`` runs adds to the ``async_save``), and on a
+thread that opened none (DCP's writer threads) to the call opened last, so two ranks' threads in
+one process, or a load while an upload runs, each count their own."""
 from __future__ import annotations
 
 import dataclasses
@@ -43,7 +46,8 @@ class Call:
 
 
 _lock = threading.Lock()
-_open: list[Call] = []
+_open: list[Call] = []  # every open call, in the order they were opened
+_tls = threading.local()  # .calls: this thread's open calls, innermost last
 _totals: dict[str, dict[str, int]] = {}  # kind -> field -> sum over the process's calls
 
 
@@ -52,12 +56,21 @@ def begin(kind: str) -> Call:
     call = Call(kind)
     with _lock:
         _open.append(call)
+    _mine().append(call)
     return call
+
+
+def _mine() -> list[Call]:
+    if not hasattr(_tls, "calls"):
+        _tls.calls = []
+    return _tls.calls
 
 
 def end(call: Call) -> Call:
     """Closes `call`, adds it to the process totals, and returns it."""
     call.ended = time.monotonic()
+    if call in _mine():
+        _mine().remove(call)
     with _lock:
         if call in _open:
             _open.remove(call)
@@ -69,23 +82,29 @@ def end(call: Call) -> Call:
 
 
 def current() -> Optional[Call]:
-    """The innermost open call, or None outside any."""
+    """This thread's innermost open call; on a thread that opened none, the call opened last; None
+    outside any."""
+    mine = _mine()
+    if mine:
+        return mine[-1]
     with _lock:
         return _open[-1] if _open else None
 
 
-def add(field: str, n: int = 1) -> None:
-    """Adds `n` to `field` of the innermost open call (nothing outside a call)."""
-    with _lock:
-        if _open:
-            _open[-1].counts[field] += n
+def add(field: str, n: int = 1, call: Optional[Call] = None) -> None:
+    """Adds `n` to `field` of `call`, by default the current() one (nothing outside a call)."""
+    call = call or current()
+    if call is not None:
+        with _lock:
+            call.counts[field] += n
 
 
-def note(key: str, value: Any) -> None:
-    """Records a path-specific fact on the innermost open call (nothing outside a call)."""
-    with _lock:
-        if _open:
-            _open[-1].notes[key] = value
+def note(key: str, value: Any, call: Optional[Call] = None) -> None:
+    """Records a path-specific fact on `call`, by default the current() one (nothing outside a call)."""
+    call = call or current()
+    if call is not None:
+        with _lock:
+            call.notes[key] = value
 
 
 def totals() -> dict[str, dict[str, int]]:

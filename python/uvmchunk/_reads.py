@@ -174,13 +174,18 @@ class _Reads:
     def __init__(self) -> None:
         self.chunk = chunk_bytes()
         self.bounce: Optional[torch.Tensor] = None
+        self.call = _accounting.current()  # made on the caller's thread (read_data): its reads count there
 
     def pread(self, fd: int, out: memoryview, at: int, item: str) -> None:
         """Fills `out` from file offset `at`, one chunk per call; a file that ends early is an error
         naming the item (the bytes read so far have landed)."""
         done = 0
         while done < len(out):
-            got = os.preadv(fd, [out[done:done + self.chunk]], at + done)
+            try:
+                got = os.preadv(fd, [out[done:done + self.chunk]], at + done)
+            except OSError as e:  # EIO and the like: say what has landed (stock's torch.load fails before copy_)
+                raise RuntimeError(f"uvmchunk: dcp.load of {item}: reading the checkpoint file failed after {done} "
+                                   f"of {len(out)} bytes of its data had landed in the table ({e})") from e
             if got <= 0:
                 raise RuntimeError(f"uvmchunk: dcp.load of {item}: the checkpoint file ends after {done} of "
                                    f"{len(out)} bytes of its data")
@@ -191,7 +196,7 @@ class _Reads:
             grown = nbytes - (0 if self.bounce is None else self.bounce.numel())
             self.bounce = None  # never two at once
             self.bounce = torch.empty(nbytes, dtype=torch.uint8)
-            _accounting.add("bounce_bytes", grown)  # the call's largest bounce buffer
+            _accounting.add("bounce_bytes", grown, self.call)  # the call's largest bounce buffer
         return self.bounce[:nbytes]
 
     def read(self, fd: int, rec: tuple, req: Any, target: torch.Tensor, item: str) -> bool:
@@ -221,7 +226,7 @@ class _Reads:
         base = stored.offset + sum(a * s for a, s in zip(o, stride))
         if not size or math.prod(lengths[:r]) == 1:  # one run: the whole request, e.g. rows
             self.pread(fd, out, data_at + base * esize, item)
-            _accounting.add("direct_read_bytes", len(out))
+            _accounting.add("direct_read_bytes", len(out), self.call)
             return True
         k = 0  # runs done, in target order
         gap = stride[group_dim]
@@ -233,7 +238,7 @@ class _Reads:
                 g = min(per_group, left)
                 if g == 1 and run * esize >= DIRECT_RUN or run + (g - 1) * gap > self.chunk // esize:
                     self.pread(fd, out[k * run * esize:(k + 1) * run * esize], data_at + at * esize, item)
-                    _accounting.add("direct_read_bytes", run * esize)
+                    _accounting.add("direct_read_bytes", run * esize, self.call)
                     g = 1
                 else:
                     span = (run + (g - 1) * gap) * esize

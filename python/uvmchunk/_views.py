@@ -75,6 +75,7 @@ class Viewer:
         self._chosen: Optional[frozenset[tuple[int, int]]] = None  # byte ranges [start, end) to view
         self._handed: set[tuple[int, int]] = set()
         self._lock = threading.Lock()  # FileSystemWriter(thread_count > 1) resolves from several threads
+        self.call = _accounting.current()  # made on the caller's thread: its views count there
 
     def eligible(self, t: Any) -> bool:
         if (not isinstance(t, torch.Tensor) or t.device.type != "cuda" or t.layout != torch.strided
@@ -108,9 +109,9 @@ class Viewer:
             runtime.wait_current_stream(dev) if runtime else torch.cuda.current_stream(dev).synchronize()
         self.synced = frozenset(devices)
 
-    def decide(self, candidates: list[Any]) -> None:
-        """Chooses the byte ranges to view among `candidates` (in plan order): eligible tensors,
-        largest first, each taken when it shares no byte with one taken before."""
+    def decide(self, candidates: list[Any]) -> frozenset[tuple[int, int]]:
+        """The byte ranges to view among `candidates` (in plan order): eligible tensors, largest
+        first, each taken when it shares no byte with one taken before."""
         ranges = [(t.data_ptr(), t.data_ptr() + _nbytes(t)) for t in candidates if self.eligible(t)]
         order = sorted(range(len(ranges)), key=lambda i: (ranges[i][0] - ranges[i][1], i))
         starts: list[int] = []
@@ -124,23 +125,27 @@ class Viewer:
             starts.insert(k, start)
             ends.insert(k, end)
             chosen.add((start, end))
-        self._chosen = frozenset(chosen)
+        return frozenset(chosen)
 
     def save_view(self, planner: Any, obj: Any) -> Any:
         """What resolve_data hands DCP: a view of obj when its bytes were chosen, else obj."""
         if not isinstance(obj, torch.Tensor) or obj.device.type != "cuda" or obj.numel() == 0:
             return obj
         key = (obj.data_ptr(), obj.data_ptr() + _nbytes(obj))
+        # the CUDA queries (eligible) run outside the lock: no lock is held across a runtime call;
+        # two threads may both decide, the first to publish wins (the same plan gives the same set)
+        chosen = self._chosen if self._chosen is not None else self.decide(plan_tensors(planner))
+        eligible = self.eligible(obj)
         with self._lock:
             if self._chosen is None:
-                self.decide(plan_tensors(planner))
+                self._chosen = chosen
             # a transform_object of the planner's own may hand back other memory: only the chosen
             # bytes, once each (tied weights: the second name takes DCP's normal path)
             if (key not in self._chosen or key in self._handed or _device(obj) not in self.synced
-                    or not self.eligible(obj)):
+                    or not eligible):
                 return obj
             self._handed.add(key)
-            return self.view(obj, "save")
+            return self.view(obj, "save")  # no runtime call in view
 
     def load_view(self, t: Any) -> Any:
         if not self.eligible(t):
@@ -157,11 +162,11 @@ class Viewer:
         self.views += 1
         _taken[what] += 1
         nbytes = _nbytes(t)
-        _accounting.add("view_tensors")
-        _accounting.add("view_bytes", nbytes)
+        _accounting.add("view_tensors", 1, self.call)
+        _accounting.add("view_bytes", nbytes, self.call)
         # stock DCP stages a saved CUDA tensor in a page-locked block rounded up to a power of two
         # (aten/src/ATen/core/CachingHostAllocator.h)
-        _accounting.add("stock_pinned_bytes", 1 << max(nbytes - 1, 0).bit_length() if what == "save" else 0)
+        _accounting.add("stock_pinned_bytes", 1 << max(nbytes - 1, 0).bit_length() if what == "save" else 0, self.call)
         return torch.frombuffer(buf, dtype=torch.uint8).view(t.dtype).reshape(t.shape)
 
 

@@ -126,6 +126,42 @@ def test_missing_package_is_said_after_a_managed_allocation_before_torch(tmp_pat
     assert len([ln for ln in r.err.splitlines() if MISSING in ln]) == 1, r.describe()
 
 
+OVERLAP = """
+import os, sys, threading
+sys.path.insert(0, {tests!r})
+import torch
+import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint.default_planner import DefaultSavePlanner
+from torch_body import cuda_from, pattern, result
+met = threading.Barrier(2)
+class Met(DefaultSavePlanner):  # both saves open before either resolves an item
+    def create_local_plan(self):
+        plan = super().create_local_plan()
+        met.wait(timeout=120)
+        return plan
+tables = {{"a": cuda_from(pattern(16 << 20, 1), managed=True), "b": cuda_from(pattern(24 << 20, 2), managed=True)}}
+def save(k):
+    dcp.save({{k: tables[k]}}, checkpoint_id=os.path.join({ckpt!r}, k), planner=Met(), no_dist=True)
+threads = [threading.Thread(target=save, args=(k,)) for k in tables]
+[t.start() for t in threads]
+[t.join() for t in threads]
+result(done=True)
+"""
+
+
+def test_overlapping_saves_each_count_their_own(tmp_path):
+    """Two dcp.save calls of one process that overlap (two threads, met after planning): each
+    record counts the views of its own table (16 and 24 MiB), not all of them the call opened last."""
+    script = tmp_path / "overlap.py"
+    script.write_text(OVERLAP.format(tests=os.path.dirname(BODY), ckpt=str(tmp_path / "ckpt")))
+    report = tmp_path / "report.jsonl"
+    r = run_body(None, True, script=str(script), lib_env=dict(AUTO, UVMCHUNK_REPORT=str(report)), timeout=600)
+    assert r.result["done"], r.describe()
+    saves = sorted(rec["view_bytes"] for rec in records(report) if rec["call"] == "dcp.save")
+    print(f"view bytes of the two records: {[b // MIB for b in saves]} MiB")
+    assert saves == [16 * MIB, 24 * MIB], r.describe()
+
+
 def test_forgotten_launcher_is_said_at_the_first_save(tmp_path):
     """The package installed (its hook on PYTHONPATH) but the library not preloaded (only the
     simulator is): the first dcp.save of managed tensors says, on the rank that copies them, how
