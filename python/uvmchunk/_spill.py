@@ -27,6 +27,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
+import resource
 import tempfile
 import threading
 import time
@@ -46,6 +47,10 @@ MEMORY_FS = {0x01021994: "tmpfs", 0x858458F6: "ramfs", 0x958458F6: "hugetlbfs"}
 NETWORK_FS = {0x6969: "nfs", 0xFF534D42: "cifs", 0xFE534D42: "smb2", 0x517B: "smb", 0x65735546: "fuse",
               0x00C36400: "ceph", 0x0BD00BD0: "lustre", 0x47504653: "gpfs", 0x01021997: "9p",
               0x5346414F: "afs", 0x6B414653: "afs"}
+# descriptors kept open (to punch the files' blocks after the upload) at most: a quarter of the
+# soft RLIMIT_NOFILE, so a job with thousands of tables never runs out of descriptors; a file past
+# it is closed at once, and its blocks go when its staged copy is freed
+_FDS_KEPT = max(16, min(1024, resource.getrlimit(resource.RLIMIT_NOFILE)[0] // 4))
 RESERVE = 64 * MIB  # free space a spill leaves on its file system beyond what it and the checkpoint need
 _FALLOC_PUNCH = 0x01 | 0x02  # FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE (linux/falloc.h)
 
@@ -179,17 +184,27 @@ class Spill:
                     self._give_up("no spill folder (every candidate refused)")
                     self.in_memory += nbytes
                     return None
-            made = self._make(source, nbytes, persistent)
-            if made is None:
-                self.in_memory += nbytes
-                return None
-            self.spilled += nbytes
+            before = self.spilled
+            self.spilled += nbytes  # reserved: a concurrent storage() counts these bytes as spilled
+        # the file's making (the wait for the source's stream, its pwrite) runs outside the lock: no
+        # lock is held across a wait on the device or a long write
+        made = None
+        try:
+            made = self._make(source, nbytes, persistent, before)
+        finally:
+            with self._lock:
+                if made is None:
+                    self.spilled -= nbytes
+                    self.in_memory += nbytes
+        if made is None:
+            return None
+        with self._lock:
             self._feed(nbytes)
-            if pinned and not self.pinned_said:
-                self.pinned_said = True
-                say_once("spill-pinned", "warn", "dcp.async_save with a pinned stager: the spilled part of its "
-                         "staged copy is not page-locked (a file-backed mapping; the upload is a CPU write)")
-            return made
+            said, self.pinned_said = self.pinned_said, True
+        if pinned and not said:
+            say_once("spill-pinned", "warn", "dcp.async_save with a pinned stager: the spilled part of its "
+                     "staged copy is not page-locked (a file-backed mapping; the upload is a CPU write)")
+        return made
 
     def _feed(self, nbytes: int) -> None:
         """Spilled bytes into the async_save's accounting (an asynchronous stager may still stage
@@ -201,13 +216,20 @@ class Spill:
             self.call.counts["spilled_bytes"] += nbytes
             self.call.notes["spill_dir"] = self.folder
 
-    def _make(self, source: torch.Tensor, nbytes: int, persistent: bool) -> Optional[tuple[torch.UntypedStorage, bool]]:
+    def _make(self, source: torch.Tensor, nbytes: int, persistent: bool,
+              before: int) -> Optional[tuple[torch.UntypedStorage, bool]]:
+        """The spill file for `source`, or None (said: the rest of the call stages in memory);
+        `before`: the bytes this call spilled before it."""
         folder = self.folder
-        vfs = os.statvfs(folder)
+        try:
+            vfs = os.statvfs(folder)
+            # on the checkpoint's own file system the checkpoint needs the spilled bytes again
+            same = self.ckpt is not None and os.stat(folder).st_dev == os.stat(_existing(self.ckpt)).st_dev
+        except OSError as e:  # the folder went away: stage as PyTorch does, as when it is short of room
+            self._give_up(f"spill folder {folder} cannot be asked for its free space ({os.strerror(e.errno or errno.EIO)})")
+            return None
         free = vfs.f_bavail * vfs.f_frsize
-        # on the checkpoint's own file system the checkpoint needs the spilled bytes again
-        same = self.ckpt is not None and os.stat(folder).st_dev == os.stat(_existing(self.ckpt)).st_dev
-        need = nbytes + RESERVE + ((self.spilled + nbytes) if same else 0)
+        need = nbytes + RESERVE + ((before + nbytes) if same else 0)
         if free < need:
             self._give_up(f"spill folder {folder} has {_size_text(free)} free, {_size_text(need)} needed")
             return None
@@ -228,7 +250,14 @@ class Spill:
         if persistent:
             os.close(fd)  # the mapping keeps the file; released with the stager that caches it
         else:
-            self.fds.append(fd)
+            with self._lock:
+                keep = len(self.fds) < _FDS_KEPT
+                if keep:
+                    self.fds.append(fd)
+            if not keep:
+                say_once("spill-fds", "debug", f"more than {_FDS_KEPT} spill files in one call: the next are not "
+                         "punched after the upload (their pages go when the staged copy is freed)")
+                os.close(fd)
         return st, filled
 
     @staticmethod

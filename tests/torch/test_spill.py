@@ -201,3 +201,38 @@ def test_kill_during_the_upload_leaves_nothing(folders):
         p.send_signal(signal.SIGKILL)
         p.wait()
     assert os.listdir(d) == []  # no name was ever made: nothing to clean up after kill -9
+
+
+MANY = """
+import os, resource, sys
+sys.path.insert(0, {here!r})
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (128, hard))  # before the package reads it
+import torch
+import torch.distributed.checkpoint as dcp
+from torch_body import cuda_from, pattern, result
+tables = {{f"t{{i}}": cuda_from(pattern(1 << 20, i), managed=True) for i in range({n})}}
+base = len(os.listdir("/proc/self/fd"))
+r = dcp.async_save(tables, checkpoint_id={ckpt!r})
+getattr(r, "upload_completion", r).result()
+back = {{k: torch.zeros(1 << 20, dtype=torch.uint8) for k in tables}}
+dcp.load(back, checkpoint_id={ckpt!r})
+from uvmchunk import _accounting
+result(fds_before=base, spilled=_accounting.totals().get("dcp.async_save", {{}}).get("spilled_bytes", 0),
+       equal=all(torch.equal(back[k], tables[k].cpu()) for k in tables))
+"""
+
+
+def test_many_tables_spill_within_the_descriptor_limit(folders, tmp_path):
+    """150 managed tables of 1 MiB, a 16 MiB budget, RLIMIT_NOFILE 128: 134 spill files, more than
+    the descriptors left. The spill keeps at most a quarter of the limit open (to punch them after
+    the upload) and closes the rest at once, so every table past the budget is spilled and none
+    fails to make its file (EMFILE)."""
+    d = folders("uvmc-spill-many-")
+    script = tmp_path / "many.py"
+    script.write_text(MANY.format(here=HERE, n=150, ckpt=os.path.join(d, "ckpt")))
+    r = run_body(None, True, script=str(script), lib_env=dict(LIB, UVMCHUNK_ASYNC_SPILL_DIR=d), timeout=600)
+    res = r.result
+    print(f"descriptors open before the save {res['fds_before']}, spilled {res['spilled'] / MIB:.0f} MiB")
+    assert res["equal"] and "Too many open files" not in r.err, r.describe()
+    assert res["spilled"] == (150 - 16) * MIB, r.describe()
