@@ -103,8 +103,9 @@ def _install() -> None:
 
 
 def _watch_without_library() -> None:
-    """Without libuvmchunk.so: the one look at the first dcp.save / dcp.load (uvmchunk._no_launcher)
-    that says when the launcher was forgotten; never fails the program's import."""
+    """Without libuvmchunk.so: the one look at the first dcp.save / async_save / load with CUDA
+    tensors (uvmchunk._no_launcher) that says when the launcher was forgotten; never fails the
+    program's import."""
     try:
         from . import _no_launcher
         _no_launcher.install(sys.modules[TARGET])

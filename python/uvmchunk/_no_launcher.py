@@ -1,14 +1,16 @@
 """The launcher forgotten: the package is installed but libuvmchunk.so is not loaded in this
 process, so DCP copies the job's managed tensors through host memory as stock does. Said once per
-process, at the first dcp.save / dcp.load, when its state dict holds CUDA managed tensors: one
-line on the rank that copies them, with their bytes and the command to use (``uvmchunk-run``).
+process, at the first dcp.save / dcp.async_save / dcp.load whose state dict holds CUDA managed
+tensors: one line on the rank that copies them, with their bytes and the command to use
+(``uvmchunk-run``).
 
 ``install`` runs when the program imports torch.distributed.checkpoint (the post-import hook of
-uvmchunk._autoload, in a process without the library). It wraps dcp.save and dcp.load for that one
-look: the first call of either checks its state dict, puts PyTorch's functions back, and from then
-on the wrapper (kept by whoever took it before) is a pass-through of one comparison. The look asks
-CUDA nothing unless the state dict holds CUDA tensors, then one pointer query per distinct tensor
-in relaxed capture mode (uvmchunk._cuda). Objects DCP asks for their own state (a Stateful) are not
+uvmchunk._autoload, in a process without the library). It wraps the three for that one look: the
+first call whose state dict holds CUDA tensors decides (a CPU-only save before it, a step counter
+say, decides nothing), puts PyTorch's functions back, and from then on the wrapper (kept by whoever
+took it before) is a pass-through of one comparison. The look asks CUDA nothing unless the state
+dict holds CUDA tensors, then one pointer query per distinct tensor in relaxed capture mode
+(uvmchunk._cuda). Objects DCP asks for their own state (a Stateful) are not
 asked here: their ``state_dict()`` may do work (TorchRec's flushes its cache)."""
 from __future__ import annotations
 
@@ -18,12 +20,12 @@ import shlex
 import shutil
 import sys
 import sysconfig
-from typing import Any
+from typing import Any, Optional
 
 from ._config import LIB, configuration, log
 
-_ENTRIES = ("save", "load")
-_armed = True  # no dcp.save / dcp.load has been looked at yet in this process
+_ENTRIES = ("save", "async_save", "load")
+_armed = True  # no call with CUDA tensors has been looked at yet in this process
 
 
 def install(module: Any) -> None:
@@ -40,9 +42,8 @@ def install(module: Any) -> None:
     def wrap(name: str, orig: Any) -> Any:
         @functools.wraps(orig)
         def entry(*args: Any, **kwargs: Any) -> Any:
-            if _armed:
+            if _armed and look(f"dcp.{name}", kwargs.get("state_dict", args[0] if args else None)):
                 disarm()
-                look(f"dcp.{name}", kwargs.get("state_dict", args[0] if args else None))
             return orig(*args, **kwargs)
 
         entry._uvmchunk_look = True
@@ -52,9 +53,9 @@ def install(module: Any) -> None:
         setattr(module, name, wrap(name, orig))
 
 
-def _managed(state_dict: Any) -> tuple[int, int]:
-    """(tensors, bytes) of the distinct CUDA managed tensors of `state_dict`; (0, 0) when it has no
-    CUDA tensor (then CUDA is not asked) or the runtime cannot be asked."""
+def _managed(state_dict: Any) -> Optional[tuple[int, int]]:
+    """(tensors, bytes) of the distinct CUDA managed tensors of `state_dict`; None when it has no
+    CUDA tensor (then CUDA is not asked); (0, 0) when the runtime cannot be asked."""
     from ._views import local_tensors
 
     cuda = {}
@@ -62,7 +63,7 @@ def _managed(state_dict: Any) -> tuple[int, int]:
         if t.is_cuda and t.numel():
             cuda[(t.data_ptr(), t.numel() * t.element_size())] = t
     if not cuda:
-        return 0, 0
+        return None
     from ._cuda import rt
 
     runtime = rt()
@@ -84,15 +85,19 @@ def _command() -> str:
     return f"{launcher} -- {shlex.join([sys.executable, *sys.argv])}"
 
 
-def look(call: str, state_dict: Any) -> None:
-    """Says the line when `state_dict` holds managed CUDA tensors; never raises."""
+def look(call: str, state_dict: Any) -> bool:
+    """Says the line when `state_dict` holds managed CUDA tensors; whether this call decided (it
+    held CUDA tensors, or could not be looked at); never raises."""
     try:
-        tensors, nbytes = _managed(state_dict)
+        found = _managed(state_dict)
+        if found is None:
+            return False  # no CUDA tensor: the next call decides
+        tensors, nbytes = found
         if not tensors:
-            return
+            return True
         cfg = configuration()
         if cfg.get("enabled", "on") != "on" or cfg.get("dcp_views", "on") != "on":
-            return  # the job switched the views off: nothing is missing
+            return True  # the job switched the views off: nothing is missing
         from ._report import _rank, size_text
 
         log("warn", f"rank {_rank()} {call} copies {size_text(nbytes)} of managed memory ({tensors} "
@@ -100,3 +105,4 @@ def look(call: str, state_dict: Any) -> None:
                     f"not loaded in this process; run the job as `{_command()}` for zero-copy views")
     except Exception:  # noqa: BLE001  (a notice must never fail a checkpoint)
         pass
+    return True

@@ -177,3 +177,31 @@ def test_forgotten_launcher_is_said_at_the_first_save(tmp_path):
     assert lines[0].startswith(f"uvmchunk: rank 1 dcp.save copies {managed // MIB} MiB of managed memory (2 tensors) "
                                "through host memory"), r.describe()
     assert re.search(r"run the job as `(\S*/)?uvmchunk-run -- torchrun \.\.\.`", lines[0]), r.describe()
+
+
+LATER = """
+import os, sys
+sys.path.insert(0, {tests!r})
+import torch
+import torch.distributed.checkpoint as dcp
+from torch_body import cuda_from, pattern, result
+dcp.save({{"step": torch.tensor(7)}}, checkpoint_id=os.path.join({ckpt!r}, "cpu"), no_dist=True)  # decides nothing
+tables = {{"t": cuda_from(pattern(8 << 20, 1), managed=True)}}
+r = dcp.async_save(tables, checkpoint_id=os.path.join({ckpt!r}, "tables"))
+getattr(r, "upload_completion", r).result()
+dcp.save(tables, checkpoint_id=os.path.join({ckpt!r}, "again"), no_dist=True)
+result(done=True)
+"""
+
+
+def test_forgotten_launcher_is_said_at_the_first_call_with_managed_tensors(tmp_path):
+    """A CPU-only dcp.save first (a step counter), then dcp.async_save of an 8 MiB managed table,
+    then a dcp.save of it, without the library: the CPU-only save decides nothing; the async_save
+    says the line, once."""
+    script = tmp_path / "later.py"
+    script.write_text(LATER.format(tests=os.path.dirname(BODY), ckpt=str(tmp_path / "ckpt")))
+    r = run_body(None, False, script=str(script), timeout=600)
+    lines = [ln for ln in r.err.splitlines() if FORGOTTEN in ln]
+    assert r.result["done"] and len(lines) == 1, r.describe()
+    print(lines[0])
+    assert lines[0].startswith("uvmchunk: rank 0 dcp.async_save copies 8 MiB of managed memory (1 tensor)"), r.describe()
