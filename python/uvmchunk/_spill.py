@@ -10,8 +10,8 @@ storages only; the copy itself stays PyTorch's (same call, stream and synchronis
   source storage: torch/distributed/checkpoint/_state_dict_stager.py);
 - every version, ``BlockingAsyncStager`` (2.8's and 2.11's ``FileSystemWriter`` is one) and 2.8's
   path for writers that are no stager: ``_create_cpu_state_dict`` as imported into
-  torch/distributed/checkpoint/staging.py and state_dict_saver.py (plain tensors only; DTensor and
-  ShardedTensor leaves keep PyTorch's creation there).
+  torch/distributed/checkpoint/staging.py and state_dict_saver.py (plain tensors, ShardedTensor
+  local shards and DTensor local tensors; other leaves keep PyTorch's creation there).
 
 Each spilled storage is a file made in the spill folder with O_TMPFILE (else made and unlinked at
 once), so no name exists even after kill -9, with its blocks reserved by posix_fallocate before
@@ -408,8 +408,7 @@ def _create_cpu_state_dict(orig: Callable) -> Callable:
             if isinstance(obj, (list, tuple)):
                 out = [walk(v) for v in obj]
                 return tuple(out) if isinstance(obj, tuple) else out
-            if (type(obj) is torch.Tensor and obj.dim() > 0 and obj.numel() > 0 and obj.device.type == "cuda"
-                    and _managed(obj.data_ptr())):
+            if _spillable(obj):
                 made = spill.storage(obj, pinned=pin_memory, persistent=pin_memory)
                 if made is not None:
                     out = torch.empty(0, dtype=obj.dtype).set_(made[0], 0, obj.size())
@@ -417,9 +416,89 @@ def _create_cpu_state_dict(orig: Callable) -> Callable:
                         spill.prefilled.add(id(out))
                         spill.keep.append(out)
                     return out
+            elif hasattr(obj, "local_shards") or hasattr(obj, "_local_tensor"):
+                try:
+                    out = (_sharded_tensor(obj, spill, lambda t: orig(t, pin_memory=pin_memory), pin_memory)
+                           if hasattr(obj, "local_shards") else _dtensor(obj, spill, pin_memory))
+                except Exception as e:  # noqa: BLE001  (a PyTorch whose private constructors differ)
+                    say_once(f"spill-leaf:{type(obj).__name__}", "info", f"dcp.async_save: a {type(obj).__name__} is "
+                             f"staged as PyTorch stages it ({type(e).__name__}: {e})")
+                    out = None
+                if out is not None:
+                    return out
             return orig(obj, pin_memory=pin_memory, share_memory=share_memory)
         return walk(state_dict)
     return create
+
+
+def _spillable(t: Any) -> bool:
+    return (type(t) is torch.Tensor and t.dim() > 0 and t.numel() > 0 and t.device.type == "cuda"
+            and t.is_contiguous() and _managed(t.data_ptr()))
+
+
+def _spilled_tensor(t: torch.Tensor, spill: Spill, pin_memory: bool) -> Optional[tuple[torch.Tensor, bool]]:
+    """A spilled CPU tensor shaped like `t` and whether it holds t's bytes already, or None."""
+    made = spill.storage(t, pinned=pin_memory, persistent=pin_memory)
+    if made is None:
+        return None
+    return torch.empty(0, dtype=t.dtype).set_(made[0], 0, t.size()), made[1]
+
+
+def _sharded_tensor(obj: Any, spill: Spill, stock_leaf: Callable[[torch.Tensor], torch.Tensor],
+                    pin_memory: bool) -> Optional[Any]:
+    """A CPU ShardedTensor for `obj` (TorchRec's tables) whose managed local shards are spilled, or
+    None (no managed shard: PyTorch's creation). PyTorch's own (sharded_tensor_func of
+    _create_cpu_state_dict, torch/distributed/_state_dict_utils.py) is obj.to("cpu"), a copy of every
+    shard in anonymous memory, then an empty tensor per shard; here the shards are made once, the
+    metadata moved to the CPU as ShardedTensor.to does it, the other shards made by PyTorch's
+    creation of a plain tensor (`stock_leaf`)."""
+    import copy
+
+    shards = obj.local_shards()
+    if not any(_spillable(s.tensor) for s in shards):
+        return None
+    from torch.distributed._shard.sharded_tensor import Shard, ShardedTensor
+
+    cpu = torch.device("cpu")
+    new, filled = [], True
+    for s in shards:
+        made = _spilled_tensor(s.tensor, spill, pin_memory) if _spillable(s.tensor) else None
+        if made is None:
+            tensor, filled = stock_leaf(s.tensor), False
+        else:
+            tensor, filled = made[0], filled and made[1]
+        meta = copy.deepcopy(s.metadata)
+        if meta.placement is not None:
+            meta.placement._device = cpu
+        new.append(Shard(tensor, meta))
+    st_meta = copy.deepcopy(obj.metadata())
+    for m in st_meta.shards_metadata:
+        if m.placement is not None:
+            m.placement._device = cpu
+    out = ShardedTensor._init_from_local_shards_and_global_metadata(
+        new, sharded_tensor_metadata=st_meta, process_group=obj._process_group, init_rrefs=obj._init_rrefs)
+    if filled:  # every shard holds its bytes: _copy_state_dict leaves it alone
+        spill.prefilled.add(id(out))
+        spill.keep.append(out)
+    return out
+
+
+def _dtensor(obj: Any, spill: Spill, pin_memory: bool) -> Optional[Any]:
+    """A DTensor for `obj` whose managed local tensor is spilled, or None (PyTorch's creation).
+    PyTorch's own (dtensor_func there) is obj.to("cpu"), a copy of the local tensor in anonymous
+    memory, then an empty one in its place; here the local tensor is made once, under obj's spec (the
+    one obj.to("cpu") keeps: same mesh, placements and shape)."""
+    local = obj._local_tensor
+    if not _spillable(local):
+        return None
+    made = _spilled_tensor(local, spill, pin_memory)
+    if made is None:
+        return None
+    out = type(obj)(made[0], obj._spec, requires_grad=obj.requires_grad)
+    if made[1]:
+        spill.prefilled.add(id(out))
+        spill.keep.append(out)
+    return out
 
 
 def _copy_state_dict(orig: Callable) -> Callable:

@@ -4,6 +4,7 @@ they use). Prints one line `RESULT <json>`.
 
 usage: python spill_body.py spill --dir CKPT --watch DIR [--size BYTES] [--mode default|writer|pinned]
                             [--no-overwrite] [--hold]
+       python spill_body.py sharded --dir CKPT --watch DIR [--size BYTES] [--mode default|writer]
 
 A small managed table (8 MiB), a large one (--size) and a 4 MiB ordinary CUDA tensor are saved with
 dcp.async_save while the upload is held back (FileSystemWriter.write_data waits for the body). Right
@@ -160,6 +161,62 @@ def body_spill(a):
     result(peak_anon_extra=peak, table=a.size, stall_s=round(stall, 3), upload_s=round(upload, 3),
            names_during=names_during, maps_during=maps_during, maps_after=maps_after, maps_dropped=maps_dropped, names_after=names_after,
            spilled_bytes=spilled, error=error, tables_now=tables_now, loaded=loaded)
+
+
+def _sharded_state(size, zero):
+    """A ShardedTensor of two managed row blocks (`size` bytes each, rows of 512 bytes) and a DTensor
+    on a one-device mesh whose local tensor is a managed table of `size` bytes, in a one-rank gloo
+    group: the leaves TorchRec hands DCP. Patterns 21, 22, 23 (zeros with `zero`)."""
+    import torch.distributed as dist
+    from torch.distributed._shard.sharded_tensor import Shard, init_from_local_shards
+    from torch.distributed.tensor import DTensor, Shard as Placement, init_device_mesh
+    if not dist.is_initialized():
+        dist.init_process_group("gloo", rank=0, world_size=1, store=dist.HashStore())
+    rows = size // 512
+
+    def table(seed):
+        cpu = torch.zeros(size, dtype=torch.uint8) if zero else pattern(size, seed)
+        return cuda_from(cpu.view(rows, 512), managed=True)
+    st = init_from_local_shards([Shard.from_tensor_and_offsets(table(21), [0, 0], 0),
+                                 Shard.from_tensor_and_offsets(table(22), [rows, 0], 0)], 2 * rows, 512)
+    mesh = init_device_mesh("cuda", (1,))
+    dt = DTensor.from_local(table(23), mesh, [Placement(0)], run_check=False)
+    return {"sharded": st, "dtensor": dt}
+
+
+def body_sharded(a):
+    """dcp.async_save of a ShardedTensor (two managed shards) and a DTensor (a managed local tensor),
+    --size bytes each, with the default stager or the FileSystemWriter as stager (--mode writer):
+    peak extra RssAnon, spilled bytes, and whether the checkpoint reloads bitwise."""
+    import warnings
+    warnings.filterwarnings("ignore")
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint import FileSystemWriter
+    state = _sharded_state(a.size, zero=False)
+    kwargs = {"storage_writer": FileSystemWriter(a.dir)} if a.mode == "writer" else {"checkpoint_id": a.dir}
+    gc.collect()
+    torch.cuda.synchronize()
+    base = _status_kib("RssAnon") * 1024
+    sampler = Sampler()
+    sampler.start()
+    try:
+        resp = dcp.async_save(state, **kwargs)
+        getattr(resp, "upload_completion", resp).result()
+    except Exception as e:  # noqa: BLE001  (2.11+'s DefaultStager cannot stage a ShardedTensor: stock's error)
+        sampler.stop()
+        result(error=f"{type(e).__name__}: {str(e)[:120]}")
+        return
+    del resp, kwargs
+    gc.collect()
+    peak = sampler.stop() - base
+    back = _sharded_state(a.size, zero=True)
+    dcp.load(back, checkpoint_id=a.dir)
+    shards = back["sharded"].local_shards()
+    loaded = {"sharded": all(torch.equal(s.tensor.cpu().view(-1), pattern(a.size, 21 + i)) for i, s in enumerate(shards)),
+              "dtensor": torch.equal(back["dtensor"].to_local().cpu().view(-1), pattern(a.size, 23))}
+    from uvmchunk import _accounting
+    spilled = _accounting.totals().get("dcp.async_save", {}).get("spilled_bytes", 0)
+    result(error=None, peak_anon_extra=peak, spilled_bytes=spilled, loaded=loaded, managed_bytes=3 * a.size)
 
 
 def main():

@@ -236,3 +236,32 @@ def test_many_tables_spill_within_the_descriptor_limit(folders, tmp_path):
     print(f"descriptors open before the save {res['fds_before']}, spilled {res['spilled'] / MIB:.0f} MiB")
     assert res["equal"] and "Too many open files" not in r.err, r.describe()
     assert res["spilled"] == (150 - 16) * MIB, r.describe()
+
+
+@pytest.mark.parametrize("mode", ["default", "writer"])
+def test_sharded_tensor_and_dtensor_spill(folders, mode):
+    """TorchRec's leaves: a ShardedTensor of two managed 32 MiB shards and a DTensor whose local
+    tensor is a managed 32 MiB table, through the default stager and the FileSystemWriter as stager
+    (PyTorch's _create_cpu_state_dict: on 2.8 the path of every async_save, whose own creation copies
+    each such leaf to the CPU whole, then makes another): all 96 MiB spilled, peak extra RssAnon
+    within the budget + 16 MiB (stock: at least the tables), reloaded bitwise."""
+    d = folders(f"uvmc-spill-sharded-{mode}-")
+    size = 32 * MIB
+    runs = {}
+    for label, with_lib in (("stock", False), ("lib", True)):
+        ckpt = os.path.join(d, label)
+        os.makedirs(ckpt)
+        r = run_body("sharded", with_lib, "--dir", ckpt, "--watch", ckpt, "--size", str(size), "--mode", mode,
+                     script=BODY, lib_env=LIB, timeout=600)
+        runs[label] = (r, r.result)
+        if r.result["error"] is None:
+            print(f"{label:6s} {mode:8s} peak extra RssAnon {r.result['peak_anon_extra'] / MIB:.0f} MiB, "
+                  f"spilled {r.result['spilled_bytes'] / MIB:.0f} MiB of {r.result['managed_bytes'] / MIB:.0f} MiB")
+    (rs, stock), (r, res) = runs["stock"], runs["lib"]
+    if stock["error"] is not None:  # 2.11+: DefaultStager's deep copy asks a ShardedTensor for data_ptr
+        assert res["error"] == stock["error"], r.describe()  # the library fails it as stock does
+        pytest.skip(f"stock DCP's async_save fails here too: {stock['error']}")
+    assert all(stock["loaded"].values()) and stock["peak_anon_extra"] >= 3 * size, rs.describe()
+    assert all(res["loaded"].values()), r.describe()
+    assert res["spilled_bytes"] == 3 * size, r.describe()
+    assert res["peak_anon_extra"] <= BUDGET + 16 * MIB, r.describe()
