@@ -1,10 +1,12 @@
 /* pyhook.c: says once per process when a Python with PyTorch runs under the library without the
  * uvmchunk package's automatic DCP views (python/uvmchunk/_autoload.py), so its saves copy: at its
  * first managed allocation (the tables it will save), split copy or lazily served request. */
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <link.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,10 +18,19 @@
  * value belongs to a parent (torchrun's agent), not to this process. */
 #define UVMC_HOOK_ENV "_UVMCHUNK_DCP_HOOK_PID"
 
+/* dlpi_adds when the objects were last scanned: a rescan stops at its first object when nothing was
+ * loaded since (dl_iterate_phdr(3)) */
+static _Atomic unsigned long long uvmc_pyhook_adds;
+
 static int uvmc_find_torch_python(struct dl_phdr_info *info, size_t size, void *arg)
 {
-    (void)size;
-    (void)arg;
+    bool *first = arg;
+    if (*first) {
+        *first = false;
+        if (size >= offsetof(struct dl_phdr_info, dlpi_adds) + sizeof info->dlpi_adds &&
+            atomic_exchange(&uvmc_pyhook_adds, info->dlpi_adds) == info->dlpi_adds)
+            return -1; /* nothing loaded since the last scan: PyTorch is still not there */
+    }
     const char *base = info->dlpi_name ? strrchr(info->dlpi_name, '/') : NULL;
     return base && strcmp(base + 1, "libtorch_python.so") == 0;
 }
@@ -64,6 +75,7 @@ static void uvmc_python_path(char *out, size_t size)
 }
 
 atomic_bool uvmc_pyhook_checked;
+static _Atomic bool uvmc_python_seen; /* Py_IsInitialized was found once: a Python process */
 
 static void uvmc_pyhook_say(void);
 
@@ -72,10 +84,15 @@ void uvmc_pyhook_check_once(void)
     int saved = errno; /* a managed allocation's caller may look at errno after it: as it was */
     if (!uvmc_cfg.enabled || !uvmc_cfg.dcp_views) {
         atomic_store(&uvmc_pyhook_checked, true); /* everything passed through, or views switched off */
-    } else if (dl_iterate_phdr(uvmc_find_torch_python, NULL)) {
+    } else if (!uvmc_python_seen && uvmc_real_dlsym()(RTLD_DEFAULT, "Py_IsInitialized") == NULL) {
+        atomic_store(&uvmc_pyhook_checked, true); /* no Python in this process: nothing to say, ever */
+    } else {
+        uvmc_python_seen = true;
+        bool first = true;
         /* decided once PyTorch is in the process, said by one thread; until then asked again at the
-         * next managed allocation or large copy: a C extension may allocate before `import torch` */
-        if (!atomic_exchange(&uvmc_pyhook_checked, true))
+         * next managed allocation or large copy (a C extension may allocate before `import torch`),
+         * at the cost of one step of dl_iterate_phdr while nothing new is loaded */
+        if (dl_iterate_phdr(uvmc_find_torch_python, &first) == 1 && !atomic_exchange(&uvmc_pyhook_checked, true))
             uvmc_pyhook_say();
     }
     errno = saved;

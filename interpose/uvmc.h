@@ -306,9 +306,10 @@ void uvmc_log(enum uvmc_log_level level, const char *fmt, ...) __attribute__((fo
 /* ---- pyhook.c ---- */
 /* Once per process, at the first managed allocation, split copy or lazily served request: in a
  * Python with PyTorch where the uvmchunk package's hook did not run, one line saying that
- * checkpoints take the copy path (and why), unless dcp_views = off. Inline, so after the first
- * time it costs a managed allocation one relaxed load and one comparison; it makes no CUDA call
- * and leaves errno as it found it. */
+ * checkpoints take the copy path (and why), unless dcp_views = off. Inline: once decided (at the
+ * first call in a process without Python, once PyTorch is loaded in one with it) it costs a managed
+ * allocation one relaxed load and one comparison; before that, in a Python that has not imported
+ * torch yet, one step of dl_iterate_phdr. It makes no CUDA call and leaves errno as it found it. */
 extern atomic_bool uvmc_pyhook_checked;
 void uvmc_pyhook_check_once(void);
 static inline void uvmc_pyhook_check(void)
