@@ -63,6 +63,9 @@ class Runtime:
         clearing a failed query's error (cudaGetLastError) would clear the job's too."""
         pending = self.lib.cudaPeekAtLastError()
         if pending != 0:
+            say_once(f"pending:{pending}", "warn", f"an error the job has not read yet ({self.error_name(pending)}) is "
+                     "pending on this thread: the library asks CUDA nothing while it is, so tensors take DCP's "
+                     "normal path (said once)")
             return pending
         with self.relaxed():
             rc = fn(*args)
@@ -118,12 +121,10 @@ class Runtime:
             v = ctypes.c_int(0)
             rc = self._query(self.lib.cudaDeviceGetAttribute, ctypes.byref(v), _CONCURRENT_MANAGED, device)
             if rc != 0:
-                # a nonzero last error after _query is the job's (the query's own is cleared)
-                why = ("was not asked: an error the job has not read yet is pending" if self.lib.cudaPeekAtLastError()
-                       else "failed with")
-                say_once(f"cma-query:{device}:{rc}", "warn", f"cudaDeviceGetAttribute(cudaDevAttrConcurrentManaged"
-                         f"Access, device {device}) {why} {self.error_name(rc)}: no views on that device "
-                         "in this checkpoint (asked again at the next)")
+                if not self.lib.cudaPeekAtLastError():  # else the job's pending error, said by _query
+                    say_once(f"cma-query:{device}:{rc}", "warn", f"cudaDeviceGetAttribute(cudaDevAttrConcurrent"
+                             f"ManagedAccess, device {device}) failed with {self.error_name(rc)}: no views on that "
+                             "device in this checkpoint (asked again at the next)")
                 return False
             self._cma[device] = v.value == 1
             if not self._cma[device]:

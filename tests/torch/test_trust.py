@@ -65,6 +65,7 @@ def test_an_error_the_job_has_not_read_is_still_there_after_a_checkpoint(tmp_pat
           f"{stock.result['set_device_and_after']}, library {lib.result['set_device_and_after']}")
     assert stock.result["set_device_and_after"] == [[101, 101], [101, 101]], stock.describe()  # means something
     assert lib.result["set_device_and_after"] == stock.result["set_device_and_after"], lib.describe()
+    assert lib.err.count("an error the job has not read yet (cudaErrorInvalidDevice)") == 1, lib.describe()
 
 
 def test_a_checkpoint_that_takes_no_view_costs_what_stock_costs(tmp_path):
