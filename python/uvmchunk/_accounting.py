@@ -6,10 +6,10 @@ A wrapped ``dcp.save`` / ``dcp.async_save`` / ``dcp.load`` opens a ``Call`` with
 closes it with ``end``; code that runs inside it, on the caller's thread or on DCP's writer and
 reader threads, adds to it with ``add``. Calls are process-wide (not thread-local): DCP resolves
 items on its own threads. Code that belongs to one call (a planner's views, a load's reads) names
-it, taken on the caller's thread when it was made; otherwise ``add`` goes to this thread's innermost
-open call (a nested one: the ``save`` that ``async_save`` runs adds to the ``async_save``), and on a
-thread that opened none (DCP's writer threads) to the call opened last, so two ranks' threads in
-one process, or a load while an upload runs, each count their own."""
+it, taken on the caller's thread when it was made (uvmchunk._auto keeps it per planner); otherwise
+``add`` goes to this thread's innermost open call, and on a thread that opened none to the call
+opened last. The ``save`` that PyTorch 2.8's ``async_save`` runs on its executor thread opens its
+own call there, which is not reported (the ``async_save``'s report counts its staged copies)."""
 from __future__ import annotations
 
 import dataclasses
@@ -30,7 +30,7 @@ FIELDS = (
 )
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(eq=False)  # compared by identity: two calls with the same figures are two
 class Call:
     """One dcp.save / dcp.async_save / dcp.load. Times in seconds (time.monotonic), sizes in bytes."""
 
@@ -39,6 +39,7 @@ class Call:
     ended: Optional[float] = None
     counts: dict[str, int] = dataclasses.field(default_factory=lambda: dict.fromkeys(FIELDS, 0))
     notes: dict[str, Any] = dataclasses.field(default_factory=dict)  # path-specific (spill folder, ...)
+    owner: list["Call"] = dataclasses.field(default_factory=list, repr=False)  # its thread's open calls
 
     @property
     def seconds(self) -> float:
@@ -53,10 +54,10 @@ _totals: dict[str, dict[str, int]] = {}  # kind -> field -> sum over the process
 
 def begin(kind: str) -> Call:
     """Opens a call; the caller must end() it (in a finally)."""
-    call = Call(kind)
+    call = Call(kind, owner=_mine())
     with _lock:
         _open.append(call)
-    _mine().append(call)
+        call.owner.append(call)
     return call
 
 
@@ -69,9 +70,9 @@ def _mine() -> list[Call]:
 def end(call: Call) -> Call:
     """Closes `call`, adds it to the process totals, and returns it."""
     call.ended = time.monotonic()
-    if call in _mine():
-        _mine().remove(call)
-    with _lock:
+    with _lock:  # on any thread: the call leaves the list of the thread that opened it
+        if call in call.owner:
+            call.owner.remove(call)
         if call in _open:
             _open.remove(call)
         sums = _totals.setdefault(call.kind, dict.fromkeys(FIELDS, 0))
@@ -85,9 +86,9 @@ def current() -> Optional[Call]:
     """This thread's innermost open call; on a thread that opened none, the call opened last; None
     outside any."""
     mine = _mine()
-    if mine:
-        return mine[-1]
     with _lock:
+        if mine:
+            return mine[-1]
         return _open[-1] if _open else None
 
 

@@ -178,9 +178,10 @@ def install_auto_views(views: bool = True) -> None:
             _scope.auto = (views and name != "async_save" and not by_executor  # staged copies: no views
                            and _views_allowed(kwargs.get(storage_key)))
             result = None
-            call = _accounting.begin(f"dcp.{name}")
-            report = None if by_executor else _report.start(call, args, kwargs)  # the executor's: async_save's
+            call = report = None
             try:
+                call = _accounting.begin(f"dcp.{name}")
+                report = None if by_executor else _report.start(call, args, kwargs)  # the executor's: async_save's
                 # async_save: managed tensors above the budget staged in a spill file (uvmchunk._spill)
                 result = (_spill.call(orig, args, kwargs) if name == "async_save" and views
                           else orig(*args, **kwargs))
@@ -193,7 +194,8 @@ def install_auto_views(views: bool = True) -> None:
                 raise
             finally:
                 _scope.auto = outer
-                _accounting.end(call)
+                if call is not None:
+                    _accounting.end(call)
                 if not by_executor:
                     after(result, device, allocations)
                 _report.done(report, result)
@@ -234,12 +236,13 @@ def install_auto_views(views: bool = True) -> None:
             if viewer is not None:  # the wait for queued work: here, on the caller's thread
                 viewer.prepare(getattr(self, "state_dict", None))
             self.__dict__["_uvmchunk_auto"] = viewer
+            self.__dict__["_uvmchunk_call"] = _accounting.current()  # the caller's: writer threads resolve too
 
         def resolved(self: Any, *args: Any, **kwargs: Any) -> Any:  # the caller's own argument names
             obj = orig_resolve(self, *args, **kwargs)
             viewer = self.__dict__.get("_uvmchunk_auto")
             out = obj if viewer is None else viewer.save_view(self, obj) if on_save else viewer.load_view(obj)
-            _report.resolved(obj, out)
+            _report.resolved(obj, out, self.__dict__.get("_uvmchunk_call"))
             return out
 
         cls.set_up_planner = _patched(orig_setup, set_up_planner)

@@ -20,12 +20,14 @@ import shlex
 import shutil
 import sys
 import sysconfig
+import threading
 from typing import Any, Optional
 
 from ._config import LIB, configuration, log
 
 _ENTRIES = ("save", "async_save", "load")
 _armed = True  # no call with CUDA tensors has been looked at yet in this process
+_looking = threading.Lock()
 
 
 def install(module: Any) -> None:
@@ -42,8 +44,13 @@ def install(module: Any) -> None:
     def wrap(name: str, orig: Any) -> Any:
         @functools.wraps(orig)
         def entry(*args: Any, **kwargs: Any) -> Any:
-            if _armed and look(f"dcp.{name}", kwargs.get("state_dict", args[0] if args else None)):
-                disarm()
+            # one looker at a time; a call that finds another looking does not wait, nor look
+            if _armed and _looking.acquire(blocking=False):
+                try:
+                    if _armed and look(f"dcp.{name}", kwargs.get("state_dict", args[0] if args else None)):
+                        disarm()
+                finally:
+                    _looking.release()
             return orig(*args, **kwargs)
 
         entry._uvmchunk_look = True

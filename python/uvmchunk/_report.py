@@ -228,12 +228,13 @@ def done(report: Optional[Report], result: Any) -> None:
         report.finish()
 
 
-def resolved(before: Any, after: Any) -> None:
-    """Counts what DCP copies: a CUDA tensor that the automatic views' resolve hook (uvmchunk._auto)
-    handed back unchanged takes DCP's copy through host memory."""
-    _accounting.note("copies_counted", True)
+def resolved(before: Any, after: Any, call: Optional[_accounting.Call] = None) -> None:
+    """Counts what DCP copies, to `call` (the planner's, taken on the caller's thread): a CUDA tensor
+    that the automatic views' resolve hook (uvmchunk._auto) handed back unchanged takes DCP's copy
+    through host memory."""
+    _accounting.note("copies_counted", True, call)
     if after is before and getattr(before, "is_cuda", False):
-        _accounting.add("copied_bytes", before.numel() * before.element_size())
+        _accounting.add("copied_bytes", before.numel() * before.element_size(), call)
 
 
 def _cuda_bytes(obj: Any) -> int:

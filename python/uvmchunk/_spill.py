@@ -50,7 +50,8 @@ NETWORK_FS = {0x6969: "nfs", 0xFF534D42: "cifs", 0xFE534D42: "smb2", 0x517B: "sm
 # descriptors kept open (to punch the files' blocks after the upload) at most: a quarter of the
 # soft RLIMIT_NOFILE, so a job with thousands of tables never runs out of descriptors; a file past
 # it is closed at once, and its blocks go when its staged copy is freed
-_FDS_KEPT = max(16, min(1024, resource.getrlimit(resource.RLIMIT_NOFILE)[0] // 4))
+def _fds_kept() -> int:
+    return max(16, min(1024, resource.getrlimit(resource.RLIMIT_NOFILE)[0] // 4))
 RESERVE = 64 * MIB  # free space a spill leaves on its file system beyond what it and the checkpoint need
 _FALLOC_PUNCH = 0x01 | 0x02  # FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE (linux/falloc.h)
 
@@ -131,6 +132,7 @@ class Spill:
         self.keep: list[torch.Tensor] = []  # ... kept alive for the call, so no id is reused
         self.started = time.monotonic()
         self._lock = threading.Lock()
+        self.fds_kept = _fds_kept()  # the limit as the job has it at this call
 
     # ---- where -----------------------------------------------------------------------------
 
@@ -208,13 +210,9 @@ class Spill:
 
     def _feed(self, nbytes: int) -> None:
         """Spilled bytes into the async_save's accounting (an asynchronous stager may still stage
-        after async_save returned: then into its call directly)."""
-        if self.call is None or _accounting.current() is self.call:
-            _accounting.add("spilled_bytes", nbytes)
-            _accounting.note("spill_dir", self.folder)
-        else:
-            self.call.counts["spilled_bytes"] += nbytes
-            self.call.notes["spill_dir"] = self.folder
+        after async_save returned, on its own thread: the call is named)."""
+        _accounting.add("spilled_bytes", nbytes, self.call)
+        _accounting.note("spill_dir", self.folder, self.call)
 
     def _make(self, source: torch.Tensor, nbytes: int, persistent: bool,
               before: int) -> Optional[tuple[torch.UntypedStorage, bool]]:
@@ -251,11 +249,11 @@ class Spill:
             os.close(fd)  # the mapping keeps the file; released with the stager that caches it
         else:
             with self._lock:
-                keep = len(self.fds) < _FDS_KEPT
+                keep = len(self.fds) < self.fds_kept
                 if keep:
                     self.fds.append(fd)
             if not keep:
-                say_once("spill-fds", "debug", f"more than {_FDS_KEPT} spill files in one call: the next are not "
+                say_once("spill-fds", "debug", f"more than {self.fds_kept} spill files in one call: the next are not "
                          "punched after the upload (their pages go when the staged copy is freed)")
                 os.close(fd)
         return st, filled

@@ -135,16 +135,17 @@ class Viewer:
         # the CUDA queries (eligible) run outside the lock: no lock is held across a runtime call;
         # two threads may both decide, the first to publish wins (the same plan gives the same set)
         chosen = self._chosen if self._chosen is not None else self.decide(plan_tensors(planner))
-        eligible = self.eligible(obj)
         with self._lock:
             if self._chosen is None:
                 self._chosen = chosen
             # a transform_object of the planner's own may hand back other memory: only the chosen
             # bytes, once each (tied weights: the second name takes DCP's normal path)
-            if (key not in self._chosen or key in self._handed or _device(obj) not in self.synced
-                    or not eligible):
-                return obj
-            self._handed.add(key)
+            if key not in self._chosen or key in self._handed or _device(obj) not in self.synced:
+                return obj  # asked nothing of CUDA
+            self._handed.add(key)  # claimed: another thread resolving the same bytes takes the normal path
+        if not self.eligible(obj):
+            return obj
+        with self._lock:
             return self.view(obj, "save")  # no runtime call in view
 
     def load_view(self, t: Any) -> Any:
