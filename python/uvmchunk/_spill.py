@@ -430,8 +430,10 @@ def _create_cpu_state_dict(orig: Callable) -> Callable:
 
 
 def _spillable(t: Any) -> bool:
+    """A plain managed CUDA tensor: its spilled copy is contiguous, filled by _fill when the source
+    is too, else by PyTorch's copy_."""
     return (type(t) is torch.Tensor and t.dim() > 0 and t.numel() > 0 and t.device.type == "cuda"
-            and t.is_contiguous() and _managed(t.data_ptr()))
+            and _managed(t.data_ptr()))
 
 
 def _spilled_tensor(t: torch.Tensor, spill: Spill, pin_memory: bool) -> Optional[tuple[torch.Tensor, bool]]:
