@@ -3,7 +3,7 @@
 No op launches a kernel: tables are filled and compared through host-to-device / device-to-host
 copies.
 
-usage: python load_body.py big|reshard|errors --dir DIR [--size BYTES] [--mode stock|auto|planner] [--chunk BYTES]
+usage: python load_body.py big|reshard|errors|world --dir DIR [--size BYTES] [--mode stock|auto|planner] [--chunk BYTES]
 """
 import argparse
 import os
@@ -221,6 +221,48 @@ def body_errors(a):
         out[case] = dict(error=err, torch_loads=torch_loads[0] - before,
                          equal=torch.equal(back.cpu().view(-1), src) if err is None else None)
     result(cases=out)
+
+
+def body_world(a):
+    """A new world size. --mode save2 (under torchrun x2): each rank saves its row block of a
+    managed ShardedTensor (rows of 512 bytes, --size bytes per rank); load1 (one process): loads
+    that checkpoint into one managed table; save1 (one process) saves one managed table; load2
+    (under torchrun x2): loads it into each rank's row block. Per rank: bitwise equal, torch.load
+    calls, bytes read directly."""
+    import warnings
+    warnings.filterwarnings("ignore")
+    import torch.distributed as dist
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed._shard.sharded_tensor import Shard, init_from_local_shards
+    count_torch_load()
+    rows = a.size // ROW  # per rank of two
+    full = pattern(2 * a.size, 31).view(2 * rows, ROW)
+    if a.mode in ("save2", "load2"):
+        dist.init_process_group("gloo")
+        torch.cuda.set_device(0)
+    else:
+        _single_process_group()
+    rank = dist.get_rank()
+
+    def block(content):
+        t = cuda_from(content.contiguous(), managed=True)
+        return init_from_local_shards([Shard.from_tensor_and_offsets(t, [rank * rows, 0], rank)], 2 * rows, ROW)
+    equal, out = None, {}
+    if a.mode == "save2":
+        dcp.save({"emb": block(full[rank * rows:(rank + 1) * rows])}, checkpoint_id=a.dir)
+    elif a.mode == "save1":
+        dcp.save({"emb": cuda_from(full, managed=True)}, checkpoint_id=a.dir)
+    else:
+        target = (cuda_from(torch.zeros_like(full), managed=True) if a.mode == "load1"
+                  else block(torch.zeros(rows, ROW, dtype=torch.uint8)))
+        dcp.load({"emb": target}, checkpoint_id=a.dir)
+        mine = target.cpu() if a.mode == "load1" else target.local_shards()[0].tensor.cpu()
+        equal = torch.equal(mine, full if a.mode == "load1" else full[rank * rows:(rank + 1) * rows])
+        out = {k: direct_totals().get(k, 0) for k in ("direct_read_bytes", "bounce_bytes")}
+    result(rank=rank, equal=equal, torch_loads=torch_loads[0], **out)
+    if a.mode in ("save2", "load2"):
+        dist.barrier()
+        dist.destroy_process_group()
 
 
 def main():

@@ -2,11 +2,13 @@
 load_body.py: a large table loads with at most a chunk of extra host memory, automatically and
 through ZeroCopyLoadPlanner, where stock adds at least the table (printed with the times);
 torch.load is never called for a viewed item; resharding (table-wise <-> row-wise, column-wise,
-narrows on inner dimensions, two pieces loaded as three) loads bitwise; a corrupt slice and a
+narrows on inner dimensions, two pieces loaded as three, and a new world size under torchrun:
+two ranks' row blocks into one process's table and back) loads bitwise; a corrupt slice and a
 truncated file raise what stock raises; bytes still queued for a table on the caller's stream land
 before the load's (the Viewer's wait comes before the direct read)."""
 import os
 import shutil
+import sys
 
 from conftest import run_body
 
@@ -87,3 +89,25 @@ def test_errors_as_stock(tmp_path):
         for case in ("corrupt", "truncated"):
             assert stock[case]["error"] is not None, stock
             assert cases[case]["error"] == stock[case]["error"], (case, stock[case], r.describe())
+
+
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
+
+
+def test_a_new_world_size_loads_bitwise(tmp_path):
+    """Saved by two ranks (row blocks of a ShardedTensor of managed tables, 8 MiB each), loaded by
+    one process into one managed table; and saved by one, loaded by two into row blocks: bitwise,
+    no torch.load, every byte read straight into the tables' pages."""
+    size = 8 * MIB
+    for saved, loaded in (("save2", "load1"), ("save1", "load2")):
+        ckpt = str(tmp_path / saved)
+        for mode in (saved, loaded):
+            r = run_body("world", True, "--dir", ckpt, "--mode", mode, "--size", str(size), script=BODY,
+                         lib_env=AUTO, launcher=TORCHRUN if mode.endswith("2") else None, timeout=600)
+            results = r.results
+            assert sorted(x["rank"] for x in results) == ([0, 1] if mode.endswith("2") else [0]), r.describe()
+        for res in results:
+            print(f"{saved} -> {loaded} rank {res['rank']}: equal {res['equal']}, torch.load calls "
+                  f"{res['torch_loads']}, direct {res['direct_read_bytes'] / MIB:.0f} MiB")
+            assert res["equal"] and res["torch_loads"] == 0, r.describe()
+            assert res["direct_read_bytes"] == (2 * size if loaded == "load1" else size), r.describe()
