@@ -17,11 +17,13 @@ Each rank prints one line `RESULT <json>` per output kind: ShardedTensor, then D
 (output_dtensor=True: TorchRec's LocalShardsWrapper, whose local_shards() are plain views).
 
 usage: torchrec_job.py --mode stock|preload|planner|auto --dir DIR [--outputs sharded,dtensor]
-                       [--scale N] [--train-steps N]
+                       [--scale N] [--train-steps N] [--async-save]
   stock, preload, auto: dcp.save / dcp.load without a planner (whether the library is preloaded is
   the launcher's business: uvmchunk-run); planner: uvmchunk.dcp's ZeroCopySavePlanner /
   ZeroCopyLoadPlanner. --scale multiplies every table's rows (default 1: tables of 48, 40, 16 and
-  6 MiB).
+  6 MiB). --async-save: after the load, a dcp.async_save of the same state, loaded back and
+  compared, with its peak extra anonymous memory (under uvmchunk-run the managed tables above
+  async_memory_budget spill to a file).
 """
 import argparse
 import ctypes
@@ -290,7 +292,8 @@ def roundtrip(a, rank, world, output_dtensor, drv, rt):
     load_peak = status_bytes("VmHWM") - rss0
     bad = mismatched(pieces_of(state), want)
     dist.barrier()
-    result(rank=rank, mode=a.mode, output="dtensor" if output_dtensor else "sharded", kind=kind, pieces=len(pieces),
+    extra = async_roundtrip(base, model, want, on_gpu) if a.async_save else {}
+    result(**extra, rank=rank, mode=a.mode, output="dtensor" if output_dtensor else "sharded", kind=kind, pieces=len(pieces),
            tables={name_of(k): [list(t.shape), t.numel() * t.element_size()] for k, t in tables.items()},
            largest_local_table=max(t.numel() * t.element_size() for t in tables.values()),
            advice=advice, zeroed=zeroed, mismatched=bad, peak_extra_bytes=peak, load_peak_extra_bytes=load_peak, save_s=round(save_s, 3),
@@ -304,12 +307,85 @@ def roundtrip(a, rank, world, output_dtensor, drv, rt):
     torch._C._host_emptyCache()
 
 
+class AnonPeak:
+    """Peak RssAnon (bytes, /proc/self/status) sampled every 2 ms between start() and stop()."""
+
+    def __init__(self):
+        import threading
+        self.peak, self.done = 0, threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+
+    def run(self):
+        while not self.done.wait(0.002):
+            self.peak = max(self.peak, status_bytes("RssAnon"))
+
+    def start(self):
+        self.peak = status_bytes("RssAnon")
+        self.thread.start()
+        return self
+
+    def stop(self):
+        self.done.set()
+        self.thread.join()
+        return max(self.peak, status_bytes("RssAnon"))
+
+
+def spilled_so_far():
+    """Bytes the package's async_save spill wrote to files in this process (None without it)."""
+    try:
+        from uvmchunk import _accounting
+    except ImportError:
+        return None
+    return _accounting.totals().get("dcp.async_save", {}).get("spilled_bytes", 0)
+
+
+def async_roundtrip(base, model, want, on_gpu):
+    """dcp.async_save of the state just loaded (FileSystemWriter as its stager, which stages through
+    _create_cpu_state_dict on every PyTorch: 2.11+'s DefaultStager fails on a ShardedTensor, stock
+    too), the upload awaited; then the tables zeroed and the checkpoint loaded back. Returns the
+    peak extra anonymous memory from the call to the upload's end (the staged copy's cost), the
+    bytes the library spilled to a file (None without it), the seconds to return and to complete,
+    and the pieces that came back different."""
+    import gc
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint import FileSystemWriter
+    path = base + "-async"
+    spilled0 = spilled_so_far()
+    state = state_of(model)
+    gc.collect()
+    dist.barrier()
+    anon0 = status_bytes("RssAnon")
+    sampler = AnonPeak().start()
+    t0 = time.monotonic()
+    response = dcp.async_save(state, storage_writer=FileSystemWriter(path))
+    stall = time.monotonic() - t0
+    getattr(response, "upload_completion", response).result()
+    upload = time.monotonic() - t0
+    del response
+    gc.collect()
+    anon_peak = sampler.stop() - anon0
+    spilled = None if spilled0 is None else spilled_so_far() - spilled0
+    pieces = pieces_of(state_of(model))
+    write_all(pieces, {}, on_gpu)
+    reset_caches(model)
+    dist.barrier()
+    state = state_of(model)
+    dcp.load(state, checkpoint_id=path)
+    torch.cuda.synchronize()
+    bad = mismatched(pieces_of(state), want)
+    dist.barrier()
+    return dict(async_anon_peak_extra=anon_peak, async_spilled=spilled, async_stall_s=round(stall, 3),
+                async_upload_s=round(upload, 3), async_mismatched=bad)
+
+
 def main(argv=None):
     p = argparse.ArgumentParser()
     p.add_argument("--mode", required=True, choices=["stock", "preload", "planner", "auto"])
     p.add_argument("--dir", required=True)
     p.add_argument("--outputs", default="sharded,dtensor")
     p.add_argument("--scale", type=int, default=1)
+    p.add_argument("--async-save", action="store_true",
+                   help="then dcp.async_save the loaded state, load it back and compare (the staged copy's cost)")
     p.add_argument("--train-steps", type=int, default=None,
                    help="training steps before each of two saves (default: 3 on a GPU, 0 on the simulator)")
     a = p.parse_args(argv)

@@ -487,17 +487,41 @@ def _dtensor(obj: Any, spill: Spill, pin_memory: bool) -> Optional[Any]:
     """A DTensor for `obj` whose managed local tensor is spilled, or None (PyTorch's creation).
     PyTorch's own (dtensor_func there) is obj.to("cpu"), a copy of the local tensor in anonymous
     memory, then an empty one in its place; here the local tensor is made once, under obj's spec (the
-    one obj.to("cpu") keeps: same mesh, placements and shape)."""
+    one obj.to("cpu") keeps: same mesh, placements and shape). TorchRec's DTensor output holds a
+    LocalShardsWrapper of its row or column pieces (torch/distributed/tensor/_shards_wrapper.py):
+    stock staged 207 MiB of anonymous memory for 60 MiB of tables there (tests/torch/test_torchrec.py);
+    here each piece is staged once, spilled when managed and past the budget, copied now (the wrapper
+    takes no copy_), and the DTensor keeps a wrapper of the staged pieces, as sync dcp.save sees it."""
     local = obj._local_tensor
-    if not _spillable(local):
+    if _spillable(local):
+        made = _spilled_tensor(local, spill, pin_memory)
+        if made is None:
+            return None
+        out = type(obj)(made[0], obj._spec, requires_grad=obj.requires_grad)
+        if made[1]:
+            spill.prefilled.add(id(out))
+            spill.keep.append(out)
+        return out
+    if type(local).__name__ != "LocalShardsWrapper" or not hasattr(local, "local_shards"):
         return None
-    made = _spilled_tensor(local, spill, pin_memory)
-    if made is None:
+    pieces = local.local_shards()
+    if not pieces or not any(_spillable(t) for t in pieces):
         return None
-    out = type(obj)(made[0], obj._spec, requires_grad=obj.requires_grad)
-    if made[1]:
-        spill.prefilled.add(id(out))
-        spill.keep.append(out)
+    staged = []
+    for t in pieces:
+        made = _spilled_tensor(t, spill, pin_memory) if _spillable(t) else None
+        if made is None:
+            cpu = torch.empty(t.size(), dtype=t.dtype, pin_memory=pin_memory)  # as PyTorch stages it
+            cpu.copy_(t)
+        else:
+            cpu = made[0]
+            if not made[1]:
+                cpu.copy_(t)
+        staged.append(cpu)
+    wrapper = type(local)(staged, [tuple(o) for o in local.local_offsets()])
+    out = type(obj)(wrapper, obj._spec, requires_grad=obj.requires_grad)
+    spill.prefilled.add(id(out))  # every piece holds its bytes: _copy_state_dict leaves it alone
+    spill.keep.append(out)
     return out
 
 
