@@ -270,7 +270,7 @@ def main():
             raise ValueError(f"--size {a.size}: want a positive multiple of 1024")
         free, total = torch.cuda.mem_get_info()
         out["gpu_free"], out["gpu_total"] = free, total
-        # Never ask for more managed memory than the card has free (BRIEF §6): all ranks share GPU 0,
+        # Never ask for more managed memory than the card has free (it can hang the GPU): all ranks share GPU 0,
         # and each holds its saved table and the fresh one it loads into.
         if 2 * a.size * world > free:
             raise RuntimeError(f"{world} x 2 x {a.size} managed bytes exceed the {free} bytes free on the GPU")

@@ -5,7 +5,7 @@
 #   1. facts: date, GPU, driver, nvcc, PyTorch; libtorch_cuda.so's dynamic link to libcudart
 #   2. build (cmake) into $GPU_CHECK_BUILD (default build-gpu/)
 #   3. uvmchunk-demo on the real runtime, 1 GiB, under uvmchunk-run; then uvmchunk-probe (the
-#      driver facts of BRIEF §8: range attributes, queue capacity, host-function threads, managed
+#      driver facts of tests/sim/README.md's strict switches: range attributes, queue capacity, host-function threads, managed
 #      access attributes, early pageable returns, prefetch cost, residency, throughput), without and
 #      with the library
 #   4. integration/run.sh (the tables for RESULTS.md), then the confirmations from its logs:
@@ -137,7 +137,7 @@ if ! limit 90 env "${simenv[@]}" UVMCHUNK_CONFIG= UVMCHUNK_STATS=on "$build/uvmc
     fail "demo"
 fi
 
-# ---- 3b. the driver probe (BRIEF §8), without and with the library
+# ---- 3b. the driver probe (the facts behind tests/sim/README.md's switches), without and with the library
 step "3b. uvmchunk-probe: the driver facts the simulator's strict values stand in for"
 for mode in plain uvmchunk; do
     pre=()

@@ -1,4 +1,5 @@
-/* probe_driver.c: uvmchunk-probe, one fact of BRIEF §8 per sub-command, measured on the CUDA runtime
+/* probe_driver.c: uvmchunk-probe, one driver fact per sub-command (those the simulator's strict
+ * switches stand in for, each with its public source in tests/sim/README.md), measured on the CUDA runtime
  * the process links dynamically (a real GPU, or the simulator through LD_LIBRARY_PATH). Each
  * sub-command runs in its own child under a watchdog, so a hang costs seconds; the parent makes no
  * CUDA call. Prints one table row per fact: | fact | value | note |.

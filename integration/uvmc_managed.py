@@ -1,6 +1,6 @@
 """uvmc_managed.py: CUDA tensors in managed memory for PyTorch, allocated by
 integration/managed_alloc.c (cudaMallocManaged with FBGEMM's advice) through
-torch.cuda.memory.CUDAPluggableAllocator and a MemPool (BRIEF section 6). Shared by the
+torch.cuda.memory.CUDAPluggableAllocator and a MemPool (PyTorch docs, torch.cuda.memory). Shared by the
 integration job and tests/torch; the .so's path comes from $UVMC_MANAGED_ALLOC."""
 import ctypes
 import os

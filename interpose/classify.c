@@ -11,7 +11,7 @@
 #define UVMC_DRAIN_NS (100ull * 1000 * 1000)
 
 /* Stream 0 means the legacy stream, or the per-thread stream for the _ptds/_ptsz entry points
- * (BRIEF §7); the driver calls below get the explicit handle so no build flag changes it. */
+ * (CUDA Runtime API, cudaThreadExchangeStreamCaptureMode); the driver calls below get the explicit handle so no build flag changes it. */
 static CUstream uvmc_explicit_stream(const struct uvmc_copy *c)
 {
     if (c->stream)
@@ -26,7 +26,7 @@ static CUstream uvmc_explicit_stream(const struct uvmc_copy *c)
  * asking them would cost the query the last byte costs anyway, so they are not asked. */
 static bool uvmc_source_managed(const struct uvmc_copy *c)
 {
-    unsigned int is_managed = 0; /* an unsigned int, never a bool (BRIEF §2) */
+    unsigned int is_managed = 0; /* an unsigned int, never a bool (cuda.h, CU_POINTER_ATTRIBUTE_IS_MANAGED) */
     unsigned long long id = 0, last_id = 0;
     CUpointer_attribute attrs[] = {CU_POINTER_ATTRIBUTE_IS_MANAGED, CU_POINTER_ATTRIBUTE_BUFFER_ID};
     void *first[] = {&is_managed, &id};
@@ -60,7 +60,7 @@ static bool uvmc_destination_host(struct uvmc_copy *c)
     return type == 0;
 }
 
-/* FBGEMM advises its tables to prefer the CPU (BRIEF §1); mixed advice reads as "no". */
+/* FBGEMM advises its tables to prefer the CPU (torchrec#3399); mixed advice reads as "no". */
 static bool uvmc_source_prefers_cpu(const struct uvmc_copy *c)
 {
     int where = CU_DEVICE_INVALID;
@@ -71,7 +71,7 @@ static bool uvmc_source_prefers_cpu(const struct uvmc_copy *c)
 }
 
 /* The CPU may read managed memory while the GPU works only with concurrent managed access
- * (bare-metal Linux, Pascal or newer; not WSL2 or some virtual machines: BRIEF §8). Asked once per
+ * (bare-metal Linux, Pascal or newer; not WSL2 or some virtual machines: CUDA Programming Guide, concurrent managed access). Asked once per
  * device; a failed query reads as "no". */
 static bool uvmc_concurrent_managed_access(CUdevice dev)
 {
@@ -156,7 +156,7 @@ static bool uvmc_host_candidate(struct uvmc_copy *c)
 
 static const char *const uvmc_mode_names[] = {"queue", "direct", "staged", "host"};
 
-/* engine = auto: host memcpy when the source prefers the CPU (no PCIe crossing at all, BRIEF §4)
+/* engine = auto: host memcpy when the source prefers the CPU (no PCIe crossing at all)
  * and the CPU may read managed memory while kernels run; engine = host without the preference.
  * Otherwise the copy engine: queued when asynchronous into pinned memory, through the staging ring
  * into pageable memory, else waited for group by group. */
@@ -200,7 +200,7 @@ bool uvmc_classify(struct uvmc_copy *c, struct uvmc_relaxed *mode)
     *mode = uvmc_relax();
     c->hstream = uvmc_explicit_stream(c);
     /* A capturing stream must see exactly the caller's call: anything we add could invalidate it
-     * (BRIEF §3). An error here (906 on the legacy stream, say) is the real call's to report. */
+     * (CUDA Runtime API, API synchronization behavior). An error here (906 on the legacy stream, say) is the real call's to report. */
     CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
     if (uvmc_drv.cuStreamIsCapturing(c->hstream, &capture) != CUDA_SUCCESS ||
         capture != CU_STREAM_CAPTURE_STATUS_NONE)

@@ -1,5 +1,5 @@
 /* engine.c: runs one classified copy as blocks on the caller's stream, never with more than
- * depth + 1 of its own operations queued there (BRIEF §8: real queues are bounded), and never
+ * depth + 1 of its own operations queued there (real queues are bounded: tests/sim/README.md, UVMSIM_STREAM_CAPACITY), and never
  * through a host function. */
 #include <stdint.h>
 #include <stdlib.h>
@@ -10,11 +10,11 @@
 /* An asynchronous copy into pinned memory returns without waiting, so it cannot bound its queue by
  * waiting: it is cut into at most 4 x depth blocks, and never more than this many (with a prefetch
  * each, 48 operations), below the ~57 outstanding operations after which a real enqueue was
- * reported to block (BRIEF §8). Larger copies get larger blocks. */
+ * reported to block (tests/sim/README.md). Larger copies get larger blocks. */
 #define UVMC_QUEUE_BLOCKS_MAX 24u
 
 /* Where block j is prefetched, if anywhere. Only a source that prefers the host is ever prefetched
- * there (a GPU-resident one would migrate and fault back at the next kernel, BRIEF §8). */
+ * there (a GPU-resident one would migrate and fault back at the next kernel: cuda.h, cuMemPrefetchAsync). */
 static enum uvmc_prefetch uvmc_prefetch_of(const struct uvmc_copy *c)
 {
     if (c->drained)

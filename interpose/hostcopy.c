@@ -1,6 +1,6 @@
 /* hostcopy.c: the host engine's memcpy: the calling thread copies one part of a block and up to
  * copy_threads - 1 pool threads the others. It never calls CUDA and never runs on a driver thread
- * (host functions may share one thread with NCCL's and FBGEMM's, BRIEF §8). */
+ * (host functions may share one thread with NCCL's and FBGEMM's: cuda.h, cuLaunchHostFunc). */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>

@@ -6,7 +6,7 @@
 
 #include "uvmc.h"
 
-/* Which ELF symbol the real query returned decides the wrapper, as cuinterpose does (BRIEF §2):
+/* Which ELF symbol the real query returned decides the wrapper, as cuinterpose does:
  * cuMemcpyDtoH_v2_ptds for a per-thread request gets our _ptds wrapper, an ABI we do not wrap
  * (or an address that is not exactly a symbol) is returned untouched. */
 void *uvmc_wrap_entry_point(void *fn)

@@ -200,7 +200,7 @@ typedef CUresult (*uvmc_gpa_v1_fn)(const char *, void **, int, cuuint64_t);
 
 static int uvmc_driver_try(void)
 {
-    /* NOLOAD: a process without the driver must never load it because of us (BRIEF §2). */
+    /* NOLOAD: a process without the driver must never load it because of us (dlopen(3), RTLD_NOLOAD). */
     void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
     if (!h)
         return 0;

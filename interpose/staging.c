@@ -45,7 +45,7 @@ static void uvmc_ring_free(void)
 
 /* Relaxed capture mode for this thread around the allocation: a page-locked allocation is a
  * "potentially unsafe" call that would fail, and invalidate another thread's global-mode capture
- * (BRIEF §3, §7). */
+ * (CUDA Runtime API, API synchronization behavior; cudaThreadExchangeStreamCaptureMode). */
 static void *uvmc_ring_alloc(size_t bytes)
 {
     void *p = NULL;

@@ -5,7 +5,7 @@
 
 /* Interposed and exported: X(name, prototype whose type the wrapper must have, library that
  * defines the real one). The _ptds/_ptsz forms are what per-thread-default-stream builds call
- * (BRIEF §2). Legacy unsuffixed driver names are the CUDA 2.x/3.x ABIs (32-bit sizes) that
+ * (cuda.h, the _v2 defines). Legacy unsuffixed driver names are the CUDA 2.x/3.x ABIs (32-bit sizes) that
  * libcuda still exports; cuda.h maps cuMemcpyDtoH to cuMemcpyDtoH_v2 and so on. */
 #define UVMC_INTERPOSED(X)                                                         \
     X(cudaMemcpy, cudaMemcpy, RUNTIME)                                             \
@@ -179,7 +179,7 @@
     X(cudaStreamSynchronize)
 
 /* Driver functions, fetched through cuGetProcAddress with an explicit ABI version so one build
- * serves libcudart 12 and 13 (BRIEF §2): X(name, version, pointer type, required). */
+ * serves libcudart 12 and 13: X(name, version, pointer type, required). */
 #define UVMC_DRIVER_CALLED(X)                                                 \
     X(cuCtxGetCurrent, 4000, PFN_cuCtxGetCurrent_v4000, 1)                    \
     X(cuEventSynchronize, 2000, PFN_cuEventSynchronize_v2000, 1)              \

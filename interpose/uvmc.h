@@ -347,7 +347,7 @@ void uvmc_host_pool_atfork_release(void);
 
 /* ---- staging.c: the page-locked ring a pageable destination is fed through ---- */
 /* Bytes per ring slot: chunk_size, at most 16 MiB, so the ring (depth slots) stays small: the
- * library exists to keep host memory unlocked. Practitioners stage in 4-64 MiB slots (BRIEF §4). */
+ * library exists to keep host memory unlocked. Practitioners stage in 4-64 MiB slots. */
 #define UVMC_STAGING_SLOT_MAX ((size_t)16 << 20)
 static inline size_t uvmc_staging_slot(void)
 {
@@ -425,7 +425,7 @@ int uvmc_copy_rest(struct uvmc_copy *c);
 bool uvmc_thread_context(const struct uvmc_rt *rt);
 
 /* True when the copy must be split: kind, capture state, source inside one managed allocation, host
- * destination (see BRIEF §2, §3, §8); then picks its mode. Makes only driver calls, which never
+ * destination (docs/design.md, "How one copy is handled"); then picks its mode. Makes only driver calls, which never
  * touch the runtime's last error. Once the thread has a context, it switches the thread to relaxed
  * capture mode (*mode says how to switch back, whatever the answer): the queries, waits and blocks
  * of a split copy are the library's own and must not invalidate another thread's capture. */

@@ -1,4 +1,4 @@
-/* test_fidelity.c: the library on the strict simulator (BRIEF §8): containment without range
+/* test_fidelity.c: the library on the strict simulator (tests/sim/README.md): containment without range
  * attributes, bounded queues in every mode, no host functions, no needless migration, and no CPU
  * touch of managed memory while device work runs when concurrent managed access is 0. */
 #include <cuda.h>
@@ -196,7 +196,7 @@ END_TEST
 
 START_TEST(checkpoint_copy_of_an_fbgemm_table_migrates_nothing)
 {
-    /* PyTorch's to("cpu", non_blocking=True) of FBGEMM's table (BRIEF §1): pinned power-of-two
+    /* PyTorch's to("cpu", non_blocking=True) of FBGEMM's table (torchrec#3399): pinned power-of-two
      * destination, copy on a side stream, event, synchronize; then the pageable form. */
     advise(src, n, true);
     uvmsim_reset();
@@ -233,7 +233,7 @@ START_TEST(gpu_resident_table_copied_to_pageable_stays_on_the_device)
 END_TEST
 
 /* A kernel on the caller's stream that dereferences pageable memory 20 ms into the copy: the
- * context's error is sticky from then on (BRIEF §8). */
+ * context's error is sticky from then on (cuda_runtime_api.h, cudaGetLastError). */
 static void CUDART_CB poison_context(void *arg)
 {
     usleep(20000);

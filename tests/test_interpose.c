@@ -325,7 +325,7 @@ END_TEST
 START_TEST(async_copy_into_pageable_is_complete_on_return)
 {
     /* A device-to-host copy into pageable memory returns after it landed, even asynchronous
-     * (BRIEF §7): read at once, with every operation delayed, the bytes must be there. */
+     * (CUDA Runtime API, cudaMemcpyAsync): read at once, with every operation delayed, the bytes must be there. */
     cudaStream_t s;
     ck_assert_int_eq(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
     uvmsim_set_op_delay_us(5000);
@@ -485,7 +485,7 @@ START_TEST(failed_wait_drains_the_stream_before_returning)
 }
 END_TEST
 
-/* FBGEMM's advice (BRIEF §1), set through the driver so one test source serves both runtimes. */
+/* FBGEMM's advice (torchrec#3399: preferred location CPU, accessed by the GPU), set through the driver so one test source serves both runtimes. */
 static void advise_prefer_cpu(void *p, size_t n)
 {
     CUmemLocation cpu = {.type = CU_MEM_LOCATION_TYPE_HOST, .id = 0};
@@ -886,7 +886,7 @@ END_TEST
 
 START_TEST(pytorch_checkpoint_sequence)
 {
-    /* to("cpu", non_blocking=True) on a managed table (BRIEF §1): a power-of-two pinned
+    /* to("cpu", non_blocking=True) on a managed table (torchrec#3399): a power-of-two pinned
      * destination, one device-to-host copy on a stream, an event, synchronize, free. */
     advise_prefer_cpu(managed, MANAGED_SIZE);
     size_t n = 9 * (size_t)1 << 20, pow2 = 16 << 20;

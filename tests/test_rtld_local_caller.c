@@ -1,5 +1,5 @@
 /* test_rtld_local_caller.c: a shared object that brings the CUDA runtime with it, loaded by
- * test_rtld_local with RTLD_LOCAL the way Python loads torch's extensions (BRIEF §2). */
+ * test_rtld_local with RTLD_LOCAL the way Python loads torch's extensions (dlopen(3), RTLD_LOCAL). */
 #include <cuda_runtime_api.h>
 #include <stdint.h>
 #include <string.h>

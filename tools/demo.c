@@ -1,5 +1,5 @@
 /* demo.c: uvmchunk-demo, the main job in miniature: what a checkpoint save does to one managed
- * tensor (PyTorch's to("cpu", non_blocking=True), BRIEF §1), verified byte for byte. */
+ * tensor (PyTorch's to("cpu", non_blocking=True), torchrec#3399), verified byte for byte. */
 #include <dlfcn.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -163,7 +163,7 @@ int main(int argc, char **argv)
         printf("runtime: real GPU: %s\n", prop.name);
     printf("libuvmchunk: %s\n", preloaded() ? "preloaded" : "NOT loaded (copy runs unsplit)");
 
-    /* The managed tensor, with FBGEMM's advice (BRIEF §1): preferred location CPU, accessed by GPU. */
+    /* The managed tensor, with FBGEMM's advice (torchrec#3399): preferred location CPU, accessed by GPU. */
     uint64_t *src = NULL;
     CHECK(cudaMallocManaged((void **)&src, size, cudaMemAttachGlobal));
     struct cudaMemLocation cpu = {.type = cudaMemLocationTypeHost, .id = 0};

@@ -255,4 +255,4 @@ def test_wheel_installs_into_a_fresh_venv(tmp_path, monkeypatch):
                  "assert issubclass(d.ZeroCopySavePlanner, p.DefaultSavePlanner); print(d.__file__)"])
         assert r.returncode == 0 and r.stdout.strip().startswith(str(env_dir)), r.stderr
     needed = run(["readelf", "-d", installed]).stdout
-    assert "libcuda" not in needed and "libcudart" not in needed  # never links CUDA (BRIEF §2)
+    assert "libcuda" not in needed and "libcudart" not in needed  # never links CUDA: it binds the runtime PyTorch loaded

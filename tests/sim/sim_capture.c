@@ -1,4 +1,4 @@
-/* sim_capture.c: stream capture (BRIEF §7): which calls a capture forbids or invalidates, begin/end/query
+/* sim_capture.c: stream capture (CUDA Runtime API, cudaStreamBeginCapture): which calls a capture forbids or invalidates, begin/end/query
  * of a capture, the thread's capture mode, and the dummy graphs a capture produces. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,7 +17,7 @@ void sim_invalidate_capture_locked(unsigned long long id) {
         if (s->cap_status != CAP_NONE && s->cap_id == id) s->cap_status = CAP_INVALIDATED;
 }
 
-/* BRIEF §7: is this thread prohibited from potentially unsafe calls? If invalidate, break the
+/* CUDA Runtime API, cudaThreadExchangeStreamCaptureMode: is this thread prohibited from potentially unsafe calls? If invalidate, break the
  * captures it conflicts with. */
 int sim_prohibited_locked(int invalidate) {
     if (tl_cap_mode == CU_STREAM_CAPTURE_MODE_RELAXED) return 0;

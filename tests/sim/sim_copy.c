@@ -208,7 +208,7 @@ static CUresult do_prefetch(CUdeviceptr p, size_t n, CUmemLocation loc, unsigned
     CUresult r = check_loc(loc, 1);
     if (r) return r;
     if (flags) return CUDA_ERROR_INVALID_VALUE;
-    /* Without concurrent managed access there is no prefetch to a device (BRIEF §8). */
+    /* Without concurrent managed access there is no prefetch to a device (CUDA Programming Guide, concurrent managed access). */
     if (!sim_sw.cma && loc.type == CU_MEM_LOCATION_TYPE_DEVICE) return CUDA_ERROR_INVALID_DEVICE;
     pthread_mutex_lock(&sim_mu);
     struct stream *s;

@@ -263,7 +263,7 @@ CUresult CUDAAPI cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUde
     pthread_mutex_lock(&sim_mu);
     struct alloc *a = sim_find_alloc_locked(p);
     CUresult r = CUDA_ERROR_NOT_FOUND;
-    /* Documented for cuMemAddressReserve ranges; reported not to handle managed memory (BRIEF §8). */
+    /* Documented for cuMemAddressReserve ranges; reported not to handle managed memory (openucx/ucx#7485). */
     if (a && a->kind == A_MANAGED && sim_sw.managed_range != SIM_RANGE_EXACT) r = CUDA_ERROR_INVALID_VALUE;
     else if (a && a->kind != A_REGISTERED) {
         if (pbase) *pbase = a->base;

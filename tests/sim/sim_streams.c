@@ -85,7 +85,7 @@ static void complete_op_locked(struct stream *s, struct op *o) {
 }
 
 /* UVMSIM_HOSTFN_THREADS=1: one thread runs every host function of the context, one at a time, in
- * the order they become ready, so a slow one delays every other stream's (BRIEF §8). */
+ * the order they become ready, so a slow one delays every other stream's (cuda.h, cuLaunchHostFunc: "may be serialized"). */
 static struct op *g_hf_head, *g_hf_tail;
 static int g_hf_started;
 
@@ -295,7 +295,7 @@ CUresult sim_submit_locked(struct stream *s, struct op *o, int host_sync, struct
         pthread_cond_broadcast(&sim_cv);
         return CUDA_SUCCESS;
     }
-    /* UVMSIM_STREAM_CAPACITY: a full queue blocks the caller until an op completes (BRIEF §8). */
+    /* UVMSIM_STREAM_CAPACITY: a full queue blocks the caller until an op completes (NVIDIA developer forum: enqueues on a full queue hung). */
     while (sim_sw.stream_capacity && s->enq_seq - s->done_seq >= sim_sw.stream_capacity)
         pthread_cond_wait(&sim_cv, &sim_mu);
     o->seq = ++s->enq_seq;

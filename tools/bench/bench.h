@@ -16,7 +16,7 @@ int uvmc_bench_run_child(char *const argv[], const char *lib, char *const extra_
 void uvmc_bench_spread(double *v, int n, double *median, double *lo, double *hi);
 
 /* Children: one checkpoint sequence (sizes 1:7:33 of a `table`-byte managed table), one copy. */
-/* FBGEMM's advice on its tables (BRIEF §1): preferred location CPU, accessed by the GPU. */
+/* FBGEMM's advice on its tables (torchrec#3399): preferred location CPU, accessed by the GPU. */
 void uvmc_bench_fbgemm_advice(void *p, size_t n);
 int uvmc_bench_child_memory(size_t table);
 int uvmc_bench_child_throughput(size_t n);

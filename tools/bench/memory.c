@@ -61,7 +61,7 @@ void uvmc_bench_fbgemm_advice(void *p, size_t n)
     cuMemAdvise_v2((CUdeviceptr)(uintptr_t)p, n, CU_MEM_ADVISE_SET_ACCESSED_BY, gpu);
 }
 
-/* A managed table of `table` bytes, resident in host RAM with FBGEMM's advice (BRIEF §1). */
+/* A managed table of `table` bytes, resident in host RAM with FBGEMM's advice (torchrec#3399). */
 static uint8_t *make_table(size_t table)
 {
     uint8_t *t;
