@@ -1,17 +1,26 @@
 #!/usr/bin/env bash
-# test.sh: installs what is missing, builds, and runs every test suite on the simulated CUDA
-# runtime (no GPU needed). CI=true also makes warnings errors. The PyTorch suites (CTest label torch)
-# run once per PyTorch version of the matrix in tools/setup.sh, each venv with this tree's uvmchunk
-# package installed.
+# test.sh [--quick] [CTEST ARGS...]: installs what is missing, builds, and runs every test suite on
+# the simulated CUDA runtime (no GPU needed). CI=true also makes warnings errors. The PyTorch suites
+# (CTest label torch) run once per PyTorch version of the matrix in tools/setup.sh, each venv with
+# this tree's uvmchunk package installed.
+#
+# The suites of different PyTorch versions share nothing (own venv, own TMPDIR) and each keeps
+# about one of the two cores busy (measured: 750 CPU-seconds in 711 s for 2.11's), so they run side
+# by side, each as soon as its venv is installed; the venvs install one after another in the
+# background meanwhile. Each suite's output is printed whole when it ends, with its time and its ten
+# slowest tests; the last line gives the total.
+#
+# --quick: the default PyTorch version only, the strict simulator, every suite but those labelled
+# slow (tests/README.md, "Time"), for use while developing; no other venv is installed.
 source "$(dirname "$0")/setup.sh"
+quick=0
+if [ "${1:-}" = --quick ]; then quick=1; shift; fi
 werror=OFF
 [ "${CI:-}" = true ] && werror=ON
 started=$SECONDS
-uvmc_install_python
-uvmc_build -DUVMC_WERROR=$werror ${UVMC_PYTHON:+-DUVMC_PYTHON=$UVMC_PYTHON}
-uvmc_package_everywhere
-echo "uvmchunk: set-up and build took $((SECONDS - started)) s"
-cd "$UVMC_BUILD"
+work=$(mktemp -d "${TMPDIR:-/tmp}/uvmc-test.XXXXXX")
+trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT
+
 torch_env() { # VERSION: what the torch suites need to know about that version's set
     local reason="" fb
     read -r _ fb _ _ <<<"$(uvmc_torch_set "$1")"
@@ -23,17 +32,118 @@ torch_label() { # VERSION: the CTest label of the suites that set runs (tools/se
     read -r _ _ _ label <<<"$(uvmc_torch_set "$1")"
     echo "$label"
 }
-# Every suite on the strict simulator (the harshest documented reading of the driver), then the core
-# suites once more on the lenient one, so a library that only works on either is caught.
-t0=$SECONDS
-env "$(torch_env "$UVMC_TORCH_VERSION")" ctest --output-on-failure -j 2 "$@"
-echo "uvmchunk: every suite (PyTorch $UVMC_TORCH_VERSION) took $((SECONDS - t0)) s"
-echo "uvmchunk: the core suites again on the lenient simulator (UVMSIM_PROFILE=lenient)"
-UVMSIM_PROFILE=lenient ctest --output-on-failure -j 2 -L core "$@"
-for e in $UVMC_PYTHONS; do
-    t0=$SECONDS
-    label=$(torch_label "${e%%=*}")
-    echo "uvmchunk: the suites labelled $label again with PyTorch ${e%%=*} (${e#*=})"
-    env "$(torch_env "${e%%=*}")" UVMC_TORCH_PYTHON="${e#*=}" ctest --output-on-failure -j 2 -L "$label" "$@"
-    echo "uvmchunk: the suites labelled $label with PyTorch ${e%%=*} took $((SECONDS - t0)) s"
+
+# Jobs: one ctest run each in the background, output to $work/NAME.log, shown when it ends.
+declare -A job_pid job_t0 job_what
+failed=()
+start_job() { # NAME WHAT ENV... -- CTEST ARGS...
+    local name=$1 what=$2 envs=()
+    shift 2
+    while [ "$1" != -- ]; do envs+=("$1"); shift; done
+    shift
+    mkdir -p "$work/tmp-$name"
+    echo "uvmchunk: [$((SECONDS - started)) s] started: $what"
+    (cd "$UVMC_BUILD" && exec env TMPDIR="$work/tmp-$name" UVMC_TEST_DURATIONS="$work/$name.durations" \
+        "${envs[@]}" ctest --output-on-failure -j 2 "$@" "${ctest_args[@]}") >"$work/$name.log" 2>&1 &
+    job_pid[$name]=$!
+    job_t0[$name]=$SECONDS
+    job_what[$name]=$what
+}
+finish_job() { # NAME: waits for it, prints its output, its time and its ten slowest tests
+    local name=$1 rc=0
+    wait "${job_pid[$name]}" || rc=$?
+    echo
+    echo "uvmchunk: ==== $((SECONDS - started)) s: ${job_what[$name]}: $([ $rc -eq 0 ] && echo passed || echo "FAILED (exit $rc)")"
+    cat "$work/$name.log"
+    echo "uvmchunk: ${job_what[$name]} took $((SECONDS - job_t0[$name])) s; its ten slowest:"
+    { grep -E '^ *[0-9]+/[0-9]+ Test +#' "$work/$name.log" |
+          sed -E 's/.*Test +#[0-9]+: ([^ ]+) .* ([0-9.]+) sec$/\2 s  \1 (CTest)/'
+      [ -f "$work/$name.durations" ] && sed -E 's/^([0-9.]+) /\1 s  /' "$work/$name.durations"
+    } | sort -rn | head -n 10 | sed 's/^/    /'
+    ((rc == 0)) || failed+=("${job_what[$name]}")
+    unset "job_pid[$name]"
+}
+finish_done() { # finishes every job that has ended, in the order they ended
+    local name
+    for name in "${!job_pid[@]}"; do
+        kill -0 "${job_pid[$name]}" 2>/dev/null || finish_job "$name"
+    done
+}
+ctest_args=("$@")
+
+if [ "${UVMC_NO_TORCH:-}" = 1 ] || ((quick)); then UVMC_TORCH_VERSIONS=""; fi
+# The venvs, one after another in the background: $work/VERSION.py holds its python once ready
+# (empty: not installed; its suites are skipped, or under CI=true the run fails).
+install_all() {
+    local v py
+    for v in "$UVMC_TORCH_VERSION" $UVMC_TORCH_VERSIONS; do
+        py=$(uvmc_install_one "$v") || py=""
+        echo "$py" >"$work/$v.py.part" && mv "$work/$v.py.part" "$work/$v.py"
+        [ -n "$py" ] || [ "${CI:-}" != true ] || return 1
+    done
+}
+venv_python() { # VERSION: waits for its install; prints its python (empty: none)
+    while [ ! -f "$work/$1.py" ]; do
+        if [ -z "$installer" ] || { ! kill -0 "$installer" 2>/dev/null && [ ! -f "$work/$1.py" ]; }; then return 1; fi
+        finish_done
+        sleep 2
+    done
+    cat "$work/$1.py"
+}
+if [ "${UVMC_NO_TORCH:-}" = 1 ]; then
+    echo "uvmchunk: UVMC_NO_TORCH=1: the PyTorch tests will be skipped"
+    : >"$work/$UVMC_TORCH_VERSION.py"
+    installer=""
+else
+    install_all &
+    installer=$!
+fi
+
+# The build does not wait for PyTorch: the main venv's python is where tools/setup.sh puts it.
+uvmc_build -DUVMC_WERROR=$werror -DUVMC_PYTHON="${UVMC_PYTHON:-$(uvmc_venv_for "$UVMC_TORCH_VERSION")/bin/python}"
+echo "uvmchunk: [$((SECONDS - started)) s] built"
+if ((!quick)); then
+    # The core suites once more on the lenient simulator, so a library that only works on the strict
+    # one (the harshest documented reading of the driver) is caught too.
+    start_job lenient "the core suites on the lenient simulator (UVMSIM_PROFILE=lenient)" \
+        UVMSIM_PROFILE=lenient -- -L core
+fi
+
+main_py=$(venv_python "$UVMC_TORCH_VERSION") || { echo "uvmchunk: installing PyTorch $UVMC_TORCH_VERSION failed" >&2; exit 1; }
+UVMC_PYTHON=$main_py
+if [ -z "$main_py" ]; then # no PyTorch: the Python suites run with python3 and report SKIP
+    uvmc_build -DUVMC_PYTHON="$(command -v python3 || true)"
+else
+    echo "uvmchunk: [$((SECONDS - started)) s] PyTorch $UVMC_TORCH_VERSION ready"
+    uvmc_build_package "$main_py" && uvmc_install_package "$main_py" ||
+        { [ "${CI:-}" != true ] || exit 1; echo "uvmchunk: the tests run without the package of this tree installed" >&2; }
+fi
+echo "uvmchunk: set-up and build took $((SECONDS - started)) s"
+if ((quick)); then
+    start_job main "every suite but the slow ones (PyTorch $UVMC_TORCH_VERSION, --quick)" \
+        "$(torch_env "$UVMC_TORCH_VERSION")" -- -LE slow
+else
+    start_job main "every suite (PyTorch $UVMC_TORCH_VERSION)" "$(torch_env "$UVMC_TORCH_VERSION")" --
+fi
+for v in $UVMC_TORCH_VERSIONS; do
+    py=$(venv_python "$v") || { echo "uvmchunk: installing PyTorch $v failed" >&2; exit 1; }
+    if [ -z "$py" ]; then echo "uvmchunk: PyTorch $v could not be installed: its suites are skipped"; continue; fi
+    echo "uvmchunk: [$((SECONDS - started)) s] PyTorch $v ready"
+    if [ -n "${UVMC_PACKAGE_WHEEL:-}" ]; then
+        uvmc_install_package "$py" || { [ "${CI:-}" != true ] || exit 1; }
+    fi
+    label=$(torch_label "$v")
+    start_job "torch$v" "the suites labelled $label with PyTorch $v ($py)" \
+        "$(torch_env "$v")" UVMC_TORCH_PYTHON="$py" -- -L "$label"
 done
+[ -z "$installer" ] || wait "$installer" || true
+while ((${#job_pid[@]})); do
+    finish_done
+    ((${#job_pid[@]})) && sleep 2
+done
+if ((${#failed[@]})); then
+    printf 'uvmchunk: FAILED: %s\n' "${failed[@]}"
+    echo "uvmchunk: tests took $((SECONDS - started)) s in all"
+    exit 1
+fi
+echo "uvmchunk: tests took $((SECONDS - started)) s in all"

@@ -17,7 +17,8 @@ steps=${*:-asan tsan memcheck fuzz}
 jobs=$(nproc)
 command -v nvcc >/dev/null 2>&1 || export PATH="$PATH:/usr/local/cuda/bin"
 status=0
-say() { printf '\n== run_sanitizers: %s\n' "$*"; }
+started=$SECONDS
+say() { printf '\n== run_sanitizers [%d s]: %s\n' "$((SECONDS - started))" "$*"; }
 
 build() { # dir cflags
     cmake -S "$top" -B "$1" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DUVMC_WERROR=ON \

@@ -1,6 +1,7 @@
 """CTest driver for one pytest file: exit 77 (CTest SKIP_RETURN_CODE) with a printed reason when
 PyTorch or pytest is missing, when pytest collected no test (its exit code 5) or when every test
 skipped itself (the first reason is printed); otherwise pytest's own exit code."""
+import os
 import sys
 
 SKIP = 77
@@ -20,12 +21,20 @@ if not torch.version.cuda:
     sys.exit(SKIP)
 
 class Outcomes:
-    """Counts what the tests did, so a file whose every test skipped is reported skipped, with why."""
+    """Counts what the tests did, so a file whose every test skipped is reported skipped, with why.
+    With UVMC_TEST_DURATIONS (a file; tools/test.sh sets it) each test's seconds (setup, call and
+    teardown) are appended there as "SECONDS NODEID" lines, for the log's ten slowest."""
 
     def __init__(self):
         self.ran, self.skipped = 0, []
+        self.durations_file = os.environ.get("UVMC_TEST_DURATIONS")
+        self.seconds = {}
 
     def pytest_runtest_logreport(self, report):
+        self.seconds[report.nodeid] = self.seconds.get(report.nodeid, 0.0) + report.duration
+        if report.when == "teardown" and self.durations_file:
+            with open(self.durations_file, "a") as f:  # one short write per test: safe beside other files' runs
+                f.write(f"{self.seconds.pop(report.nodeid):.2f} {report.nodeid}\n")
         if report.skipped and not hasattr(report, "wasxfail"):
             self.skipped.append(str(report.longrepr[-1]) if isinstance(report.longrepr, tuple) else "skipped")
         elif report.when == "call":
