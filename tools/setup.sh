@@ -152,10 +152,32 @@ uvmc_install_python_try() { # VENV VERSION
         uvmc_installed "$1" "$t0" && uvmc_torch_ready "$1" "$2"
 }
 
+# The storage clients of tests/torch/test_s3.py and the local S3 server it starts (moto's server
+# mode), under the set's constraints: a step of its own, whose failure only makes those tests skip
+# (or, under CI=true with the first set, fail).
+UVMC_S3_PACKAGES=("s3fs==2026.9.0" "s3torchconnector==1.5.0" "tenacity" "moto[server]==5.2.5")
+uvmc_s3_ready() { # VENV
+    "$1/bin/python" -c "import importlib.util as u, sys; sys.exit(any(u.find_spec(m) is None for m in
+                        ('s3fs', 's3torchconnector', 'tenacity', 'moto', 'flask')))" 2>/dev/null
+}
+uvmc_install_s3() { # VENV
+    uvmc_s3_ready "$1" && return 0
+    local t0=$SECONDS cache=(--find-links "$UVMC_WHEEL_CACHE")
+    [ "${CI:-}" = true ] && cache=(--no-cache-dir)
+    echo "uvmchunk: installing ${UVMC_S3_PACKAGES[*]} into $1"
+    if "$1/bin/python" -m pip install --quiet --disable-pip-version-check "${cache[@]}" \
+            -c "$1/uvmchunk-constraints.txt" "${UVMC_S3_PACKAGES[@]}"; then
+        echo "uvmchunk: installed the S3 clients in $((SECONDS - t0)) s"
+    else
+        echo "uvmchunk: could not install the S3 clients into $1: the S3 tests will be skipped there"
+    fi
+}
+
 uvmc_install_one() { # VERSION: prints the venv's python on success
     local venv
     venv=$(uvmc_venv_for "$1")
     if uvmc_torch_ready "$venv" "$1" || uvmc_install_python_try "$venv" "$1" >&2; then
+        uvmc_install_s3 "$venv" >&2
         echo "$venv/bin/python"
         return 0
     fi

@@ -11,7 +11,7 @@ from typing import Any, Optional
 import torch
 from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner, DefaultSavePlanner
 
-from . import _accounting, _reads, _report, _spill
+from . import _accounting, _reads, _report, _spill, _streams
 from ._config import say_once
 from .dcp import ZeroCopyLoadMixin, ZeroCopySaveMixin, host_allocations, release_host_cache
 from ._views import Viewer, local_tensors
@@ -223,6 +223,7 @@ def install_auto_views(views: bool = True) -> None:
     wrap_entry(state_dict_saver, "save", DefaultSavePlanner, "storage_writer", after_save)
     wrap_entry(state_dict_saver, "async_save", DefaultSavePlanner, "storage_writer", after_async_save)
     wrap_entry(state_dict_loader, "load", DefaultLoadPlanner, "storage_reader", after_save)
+    _streams.install()  # a store's streams (fsspec, s3torchconnector) written in pieces, not whole records
     if not views:
         return
     _spill.install(_patched)

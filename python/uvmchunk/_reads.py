@@ -21,7 +21,6 @@ import itertools
 import math
 import os
 import pickle
-import re
 import struct
 import sys
 import threading
@@ -32,24 +31,12 @@ import torch
 from torch.futures import Future
 
 from . import _accounting
-from ._config import configuration, say_once
+from ._config import say_once
 from ._cuda import rt
+from ._streams import chunk_bytes
 from ._views import Viewer
 
-DEFAULT_CHUNK = 64 << 20
-chunk_size: Optional[int] = None  # bytes per read and of the bounce buffer; None: the library's chunk_size
 DIRECT_RUN = 1 << 20  # contiguous runs of at least this many bytes are read straight into the view
-
-_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
-
-
-def chunk_bytes() -> int:
-    """The read chunk in bytes: ``chunk_size`` when set, else the library configuration's
-    chunk_size (bytes per block; config/uvmchunk.conf), else 64 MiB."""
-    if chunk_size is not None:
-        return max(4096, int(chunk_size))
-    m = re.fullmatch(r"(\d+)\s*([KMGT]?)(?:i?B)?", configuration().get("chunk_size", ""), re.IGNORECASE)
-    return max(4096, int(m.group(1)) * _UNITS[m.group(2).upper()]) if m else DEFAULT_CHUNK
 
 
 class _Slice(io.RawIOBase):

@@ -49,8 +49,8 @@ def direct_totals():
 
 def set_chunk(a):
     if a.chunk:
-        from uvmchunk import _reads
-        _reads.chunk_size = a.chunk
+        from uvmchunk import _streams
+        _streams.chunk_size = a.chunk
 
 
 def body_big(a):

@@ -1,0 +1,94 @@
+"""Bodies of test_s3.py: one managed table saved to a local S3 server (moto, started by the test)
+with dcp.save through the real clients, then loaded back into a fresh managed table and compared.
+--client s3fs: checkpoint_id="s3://BUCKET/NAME" (DCP's FsspecWriter / FsspecReader over s3fs);
+--client connector: s3torchconnector's S3StorageWriter / S3StorageReader, their file system pointed
+at the server. Prints the save's and the load's peak resident memory above the state before each
+(VmHWM reset first, after a small save that loads the client), their seconds, and whether the
+bytes came back equal."""
+import argparse
+import gc
+import os
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_body import _clear_hwm, _status_kib, cuda_from, pattern, result  # noqa: E402
+
+ROW = 4096
+REGION = "us-east-1"
+
+
+def connector_fs(endpoint, reader=None):
+    """The connector's DCP file system over the test's server (its writer and reader take no
+    endpoint); a reader's own constructor object, or its range injection finds no ranges."""
+    from s3torchconnector import S3ClientConfig
+    from s3torchconnector._s3client import S3Client
+    from s3torchconnector.dcp.s3_file_system import S3FileSystem
+    client = S3Client(REGION, endpoint=endpoint, s3client_config=S3ClientConfig(force_path_style=True))
+    return S3FileSystem(REGION, s3_client=client,
+                        reader_constructor=reader._reader_constructor if reader is not None else None)
+
+
+def storage(a, writer, name=None):
+    """(keyword, storage) for dcp.save / dcp.load of checkpoint `name` (default --name):
+    checkpoint_id alone for s3fs, the connector's writer or reader otherwise."""
+    url = f"s3://{a.bucket}/{name or a.name}"
+    if a.client == "s3fs":
+        return {"checkpoint_id": url}
+    from s3torchconnector.dcp import S3StorageReader, S3StorageWriter
+    if writer:
+        w = S3StorageWriter(REGION, url)
+        w.fs = connector_fs(a.endpoint)
+        return {"storage_writer": w}
+    r = S3StorageReader(REGION, url)
+    r.fs = connector_fs(a.endpoint, r)
+    return {"storage_reader": r}
+
+
+def measured(fn):
+    """(peak resident bytes above the state before fn, seconds) of fn()."""
+    gc.collect()
+    torch._C._host_emptyCache()
+    _clear_hwm()
+    rss0 = _status_kib("VmRSS")
+    t0 = time.monotonic()
+    fn()
+    return (_status_kib("VmHWM") - rss0) * 1024, time.monotonic() - t0
+
+
+def body_save_load(a):
+    import warnings
+    warnings.filterwarnings("ignore")
+    import torch.distributed.checkpoint as dcp
+    src = pattern(a.size, 11)
+    table = cuda_from(src.view(-1, ROW), managed=True)
+    del src
+    # the client's modules, its file system and its first connection are not the table's: a 4 KiB
+    # save first (botocore's service models alone are tens of MiB)
+    dcp.save({"warm": torch.zeros(1024)}, **storage(a, True, f"{a.name}-warm"))
+    save_peak, save_s = measured(lambda: dcp.save({"t": table}, **storage(a, True)))
+    del table
+    back = cuda_from(torch.zeros(a.size // ROW, ROW, dtype=torch.uint8), managed=True)
+    load_peak, load_s = measured(lambda: dcp.load({"t": back}, **storage(a, False)))
+    equal = torch.equal(back.cpu().view(-1), pattern(a.size, 11))
+    result(equal=equal, table_bytes=a.size, save_peak_extra=save_peak, save_s=save_s,
+           load_peak_extra=load_peak, load_s=load_s)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("body")
+    p.add_argument("--endpoint", required=True)
+    p.add_argument("--bucket", required=True)
+    p.add_argument("--name", required=True)
+    p.add_argument("--client", choices=("s3fs", "connector"), required=True)
+    p.add_argument("--size", type=int, required=True)
+    a = p.parse_args()
+    os.environ["AWS_ENDPOINT_URL"] = a.endpoint
+    globals()["body_" + a.body](a)
+
+
+if __name__ == "__main__":
+    main()

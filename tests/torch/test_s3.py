@@ -1,0 +1,116 @@
+"""Checkpoints to object storage through the real clients against a real S3 server on 127.0.0.1
+(moto's server mode, one per test process), bodies in s3_body.py: a managed table saved with
+dcp.save through s3fs (checkpoint_id="s3://...", DCP's FsspecWriter) and through s3torchconnector's
+S3StorageWriter, stock and under the library, then loaded back bitwise. Stock copies each table
+whole at least once on its way to the client (torch.save's one write per record, fsspec's BytesIO,
+the connector's bytes()); under the library a save writes the table in pieces
+(python/uvmchunk/_streams.py): through s3fs its host memory stays flat as the table grows (64 MiB
+against 256 MiB). The load's figures are printed, not asserted (it still takes the clients' own
+path: issue 29's loads are not done yet)."""
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+from conftest import run_body
+
+MIB = 1 << 20
+BODY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "s3_body.py")
+SMALL, LARGE = 64 * MIB, 256 * MIB
+AUTO = {"UVMCHUNK_DCP_VIEWS": "on", "UVMCHUNK_PINNED_THRESHOLD": "32MiB"}
+CLIENTS = {"s3fs": ("s3fs",), "connector": ("s3torchconnector",)}
+
+
+def _missing(modules):
+    """The modules of `modules` this Python cannot import (run in a child: importing them here
+    would bring their threads into the test process)."""
+    code = "import importlib.util, sys; print(' '.join(m for m in sys.argv[1:] if importlib.util.find_spec(m) is None))"
+    out = subprocess.run([sys.executable, "-c", code, *modules], capture_output=True, text=True).stdout
+    return out.split()
+
+
+def _need(modules):
+    missing = _missing(modules)
+    if not missing:
+        return
+    why = f"{' '.join(missing)} not installed in {sys.executable} (tools/setup.sh installs it)"
+    # the main PyTorch set must test the clients in CI: a missing one fails there (tools/test.sh
+    # sets UVMC_TORCH_PYTHON only for the other sets)
+    if os.environ.get("CI") == "true" and not os.environ.get("UVMC_TORCH_PYTHON"):
+        pytest.fail(why)
+    pytest.skip(why)
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server():
+    """moto's S3 server in its own process (it keeps objects in its own memory: the bodies measure
+    only themselves); its endpoint URL."""
+    _need(["moto", "flask"])
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            urllib.request.urlopen(url, timeout=2).close()
+            break
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                pytest.fail(f"moto's server did not start: {proc.stderr.read().decode()[-2000:]}")
+            time.sleep(0.2)
+    yield url
+    proc.terminate()
+    proc.wait(timeout=30)
+
+
+def _bucket(url, name):
+    urllib.request.urlopen(urllib.request.Request(f"{url}/{name}", method="PUT"), timeout=30).close()
+    return name
+
+
+def s3_run(server, client, mode, size, name):
+    env = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
+           "AWS_ENDPOINT_URL": server}
+    r = run_body("save_load", mode == "auto", "--endpoint", server, "--bucket", _bucket(server, f"uvmc-{client}"),
+                 "--name", name, "--client", client, "--size", str(size), script=BODY, lib_env=AUTO,
+                 extra_env=env, timeout=600)
+    res = r.result
+    print(f"{client:9s} {mode:5s} {size // MIB:4d} MiB: save +{res['save_peak_extra'] / MIB:.0f} MiB "
+          f"{res['save_s']:.2f} s, load +{res['load_peak_extra'] / MIB:.0f} MiB {res['load_s']:.2f} s")
+    assert res["equal"], r.describe()
+    return r, res
+
+
+@pytest.mark.parametrize("client", sorted(CLIENTS))
+def test_save_in_pieces_stays_flat(server, client):
+    """Stock's save copies the table at least once (the measurement means something); the library's
+    adds at most 256 MiB for 256 MiB and, through s3fs, at most 32 MiB more than for 64 MiB: no copy
+    that grows with the table (what is left is s3fs's 50 MiB part buffer, the copy of it that it
+    uploads, and a piece). The connector's native client copies each write into part buffers it
+    uploads in the background, up to a memory limit of its own: against moto's single-threaded
+    server those pile up as the table grows (measured: +81 MiB at 64 MiB, +218 MiB at 256 MiB; stock
+    +194 MiB at 64 MiB), so there the growth is printed and an excess reported as an expected
+    failure, not hidden."""
+    _need(CLIENTS[client])
+    _, stock = s3_run(server, client, "stock", SMALL, "stock")
+    assert stock["save_peak_extra"] >= SMALL, stock
+    small = s3_run(server, client, "auto", SMALL, "small")[1]
+    r, large = s3_run(server, client, "auto", LARGE, "large")
+    assert large["save_peak_extra"] <= 256 * MIB, r.describe()
+    growth = large["save_peak_extra"] - small["save_peak_extra"]
+    print(f"{client}: the library's save grows by {growth / MIB:.0f} MiB from {SMALL // MIB} to {LARGE // MIB} MiB")
+    if client == "connector" and growth > 32 * MIB:
+        pytest.xfail(f"s3torchconnector's own upload buffers grew by {growth / MIB:.0f} MiB (a slow server)")
+    assert growth <= 32 * MIB, (small, large)
