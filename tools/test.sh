@@ -82,13 +82,14 @@ install_all() {
         [ -n "$py" ] || [ "${CI:-}" != true ] || return 1
     done
 }
-venv_python() { # VERSION: waits for its install; prints its python (empty: none)
+venv_python() { # VERSION: waits for its install (finishing the jobs that end meanwhile, so not
+    # in a subshell); sets $py to its python (empty: none); false when the installs stopped first
     while [ ! -f "$work/$1.py" ]; do
         if [ -z "$installer" ] || { ! kill -0 "$installer" 2>/dev/null && [ ! -f "$work/$1.py" ]; }; then return 1; fi
         finish_done
         sleep 2
     done
-    cat "$work/$1.py"
+    py=$(cat "$work/$1.py")
 }
 if [ "${UVMC_NO_TORCH:-}" = 1 ]; then
     echo "uvmchunk: UVMC_NO_TORCH=1: the PyTorch tests will be skipped"
@@ -109,7 +110,12 @@ if ((!quick)); then
         UVMSIM_PROFILE=lenient -- -L core
 fi
 
-main_py=$(venv_python "$UVMC_TORCH_VERSION") || { echo "uvmchunk: installing PyTorch $UVMC_TORCH_VERSION failed" >&2; exit 1; }
+venv_python "$UVMC_TORCH_VERSION" || { echo "uvmchunk: installing PyTorch $UVMC_TORCH_VERSION failed" >&2; exit 1; }
+main_py=$py
+if [ -z "$main_py" ] && [ "${CI:-}" = true ] && [ "${UVMC_NO_TORCH:-}" != 1 ]; then
+    echo "uvmchunk: installing PyTorch $UVMC_TORCH_VERSION failed" >&2
+    exit 1
+fi
 UVMC_PYTHON=$main_py
 if [ -z "$main_py" ]; then # no PyTorch: the Python suites run with python3 and report SKIP
     uvmc_build -DUVMC_PYTHON="$(command -v python3 || true)"
@@ -126,8 +132,12 @@ else
     start_job main "every suite (PyTorch $UVMC_TORCH_VERSION)" "$(torch_env "$UVMC_TORCH_VERSION")" --
 fi
 for v in $UVMC_TORCH_VERSIONS; do
-    py=$(venv_python "$v") || { echo "uvmchunk: installing PyTorch $v failed" >&2; exit 1; }
-    if [ -z "$py" ]; then echo "uvmchunk: PyTorch $v could not be installed: its suites are skipped"; continue; fi
+    venv_python "$v" || { echo "uvmchunk: installing PyTorch $v failed" >&2; exit 1; }
+    if [ -z "$py" ]; then
+        [ "${CI:-}" != true ] || { echo "uvmchunk: installing PyTorch $v failed" >&2; exit 1; }
+        echo "uvmchunk: PyTorch $v could not be installed: its suites are skipped"
+        continue
+    fi
     echo "uvmchunk: [$((SECONDS - started)) s] PyTorch $v ready"
     if [ -n "${UVMC_PACKAGE_WHEEL:-}" ]; then
         uvmc_install_package "$py" || { [ "${CI:-}" != true ] || exit 1; }
