@@ -9,8 +9,24 @@ import os
 import subprocess
 import sys
 
+from importlib import metadata
+
 from . import __version__, library_path
 from ._autoload import status
+
+# The object-storage clients DCP saves through (python/uvmchunk/_streams.py writes to them in pieces).
+STORE_CLIENTS = ("s3fs", "s3torchconnector")
+
+
+def store_clients() -> str:
+    """The object-storage clients installed in this Python, with their versions (not imported)."""
+    found = []
+    for name in STORE_CLIENTS:
+        try:
+            found.append(f"{name} {metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            pass
+    return ", ".join(found) if found else "none (s3fs, s3torchconnector)"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,6 +50,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"uvmchunk: {helper} not found (the configuration cannot be shown)", file=sys.stderr)
         return 1
     rc = subprocess.run([helper]).returncode  # 1: a mistake (config/describe.c)
+    print(f"object-storage clients: {store_clients()}")
     active, why = status()
     print(f"zero-copy DCP views with no code change: {'active' if active else 'not active'} in this Python ({why})")
     return 2 if rc else 0

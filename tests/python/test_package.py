@@ -179,6 +179,16 @@ def test_launcher_starts_a_clean_configuration(tmp_path):
         assert r.returncode == 0 and not r.stderr, (args, env, r.stderr)
     r = run([sys.executable, "-m", "uvmchunk"], env=clean_env(PYTHONPATH=str(TOP / "python"), UVMCHUNK_CONFIG=""))
     assert r.returncode == 0 and not r.stderr, r.stderr
+    # the object-storage clients of this Python, named with their versions (none: said so)
+    from importlib import metadata
+    found = []
+    for name in ("s3fs", "s3torchconnector"):
+        try:
+            found.append(f"{name} {metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            pass
+    want = ", ".join(found) if found else "none (s3fs, s3torchconnector)"
+    assert f"\nobject-storage clients: {want}\n" in r.stdout, r.stdout
 
 
 def test_help_and_version_everywhere():
