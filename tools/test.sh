@@ -19,7 +19,6 @@ werror=OFF
 [ "${CI:-}" = true ] && werror=ON
 started=$SECONDS
 work=$(mktemp -d "${TMPDIR:-/tmp}/uvmc-test.XXXXXX")
-trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT
 
 torch_env() { # VERSION: what the torch suites need to know about that version's set
     local reason="" fb
@@ -34,8 +33,9 @@ torch_label() { # VERSION: the CTest label of the suites that set runs (tools/se
 }
 
 # Jobs: one ctest run each in the background, output to $work/NAME.log, shown when it ends.
-declare -A job_pid job_t0 job_what
+declare -A job_pid=() job_t0=() job_what=()
 failed=()
+installer=""
 start_job() { # NAME WHAT ENV... -- CTEST ARGS...
     local name=$1 what=$2 envs=()
     shift 2
@@ -43,7 +43,9 @@ start_job() { # NAME WHAT ENV... -- CTEST ARGS...
     shift
     mkdir -p "$work/tmp-$name"
     echo "uvmchunk: [$((SECONDS - started)) s] started: $what"
-    (cd "$UVMC_BUILD" && exec env TMPDIR="$work/tmp-$name" UVMC_TEST_DURATIONS="$work/$name.durations" \
+    # setsid: the job's own process group, so that an early exit stops its tests too (abort_jobs)
+    # nice: the venv installs behind them go first, so that every set's suites start early
+    (cd "$UVMC_BUILD" && exec setsid nice -n 10 env TMPDIR="$work/tmp-$name" UVMC_TEST_DURATIONS="$work/$name.durations" \
         "${envs[@]}" ctest --output-on-failure -j 2 "$@" "${ctest_args[@]}") >"$work/$name.log" 2>&1 &
     job_pid[$name]=$!
     job_t0[$name]=$SECONDS
@@ -63,15 +65,32 @@ finish_job() { # NAME: waits for it, prints its output, its time and its ten slo
     ((rc == 0)) || failed+=("${job_what[$name]}")
     unset "job_pid[$name]"
 }
-finish_done() { # finishes every job that has ended, in the order they ended
+finish_done() { # finishes every job that has ended
     local name
     for name in "${!job_pid[@]}"; do
         kill -0 "${job_pid[$name]}" 2>/dev/null || finish_job "$name"
     done
 }
 ctest_args=("$@")
+abort_jobs() { # on exit: jobs still running are stopped, with what they printed so far
+    local name
+    for name in "${!job_pid[@]}"; do
+        kill -- -"${job_pid[$name]}" 2>/dev/null || true
+        wait "${job_pid[$name]}" 2>/dev/null || true
+        echo "uvmchunk: ==== stopped unfinished: ${job_what[$name]}; its output so far:"
+        tail -n 60 "$work/$name.log"
+    done
+    [ -z "$installer" ] || kill "$installer" 2>/dev/null || true
+    rm -rf "$work"
+}
+trap abort_jobs EXIT
 
 if [ "${UVMC_NO_TORCH:-}" = 1 ] || ((quick)); then UVMC_TORCH_VERSIONS=""; fi
+# each version once, the first set never again (a job per version: its name is the version), and
+# the sets that run every PyTorch suite installed before those that run the TorchRec suite alone
+UVMC_TORCH_VERSIONS=$(for v in $UVMC_TORCH_VERSIONS; do
+                          [ "$v" = "$UVMC_TORCH_VERSION" ] || echo "$([ "$(torch_label "$v")" = torch ]; echo $?) $v"
+                      done | awk '!seen[$2]++' | sort -s -k1,1n | cut -d' ' -f2 | tr '\n' ' ')
 # The venvs, one after another in the background: $work/VERSION.py holds its python once ready
 # (empty: not installed; its suites are skipped, or under CI=true the run fails).
 install_all() {
@@ -94,14 +113,19 @@ venv_python() { # VERSION: waits for its install (finishing the jobs that end me
 if [ "${UVMC_NO_TORCH:-}" = 1 ]; then
     echo "uvmchunk: UVMC_NO_TORCH=1: the PyTorch tests will be skipped"
     : >"$work/$UVMC_TORCH_VERSION.py"
-    installer=""
 else
     install_all &
     installer=$!
 fi
 
-# The build does not wait for PyTorch: the main venv's python is where tools/setup.sh puts it.
-uvmc_build -DUVMC_WERROR=$werror -DUVMC_PYTHON="${UVMC_PYTHON:-$(uvmc_venv_for "$UVMC_TORCH_VERSION")/bin/python}"
+# The build does not wait for PyTorch: the main venv's python is where tools/setup.sh puts it
+# (without PyTorch, python3: the Python suites report SKIP).
+if [ "${UVMC_NO_TORCH:-}" = 1 ]; then
+    build_py=$(command -v python3 || true)
+else
+    build_py=$(uvmc_venv_for "$UVMC_TORCH_VERSION")/bin/python
+fi
+uvmc_build -DUVMC_WERROR=$werror -DUVMC_PYTHON="$build_py"
 echo "uvmchunk: [$((SECONDS - started)) s] built"
 if ((!quick)); then
     # The core suites once more on the lenient simulator, so a library that only works on the strict
@@ -117,14 +141,19 @@ if [ -z "$main_py" ] && [ "${CI:-}" = true ] && [ "${UVMC_NO_TORCH:-}" != 1 ]; t
     exit 1
 fi
 UVMC_PYTHON=$main_py
-if [ -z "$main_py" ]; then # no PyTorch: the Python suites run with python3 and report SKIP
-    uvmc_build -DUVMC_PYTHON="$(command -v python3 || true)"
-else
+if [ -z "$main_py" ] && [ "${UVMC_NO_TORCH:-}" != 1 ]; then
+    # the install failed: the Python suites run with python3 and report SKIP (configured once the
+    # lenient job, which runs in the same tree, is done)
+    [ -z "${job_pid[lenient]:-}" ] || finish_job lenient
+    uvmc_build -DUVMC_WERROR=$werror -DUVMC_PYTHON="$(command -v python3 || true)"
+elif [ -n "$main_py" ]; then
     echo "uvmchunk: [$((SECONDS - started)) s] PyTorch $UVMC_TORCH_VERSION ready"
     uvmc_build_package "$main_py" && uvmc_install_package "$main_py" ||
         { [ "${CI:-}" != true ] || exit 1; echo "uvmchunk: the tests run without the package of this tree installed" >&2; }
 fi
 echo "uvmchunk: set-up and build took $((SECONDS - started)) s"
+# UVMC_MAIN_READY (a path; .ci/run's): made once the first set is ready, for what waits on it
+[ -z "${UVMC_MAIN_READY:-}" ] || touch "$UVMC_MAIN_READY"
 if ((quick)); then
     start_job main "every suite but the slow ones (PyTorch $UVMC_TORCH_VERSION, --quick)" \
         "$(torch_env "$UVMC_TORCH_VERSION")" -- -LE slow

@@ -42,13 +42,14 @@ class PieceWriter:
 
     def write(self, data: Any) -> int:
         view = memoryview(data)
-        if view.nbytes <= self._piece:
+        if view.nbytes <= self._piece or not view.c_contiguous:  # torch.save's records are contiguous
             return self._stream.write(data)
         view = view.cast("B")
         done = 0
         while done < len(view):
             n = self._stream.write(view[done:done + self._piece])
-            n = min(self._piece, len(view) - done) if n is None else n  # a buffered stream took it all
+            # None: taken whole, as torch.save assumes of every write (it ignores what write returns)
+            n = min(self._piece, len(view) - done) if n is None else n
             if n <= 0:
                 raise OSError(f"uvmchunk: {type(self._stream).__qualname__}.write took no bytes "
                               f"after {done} of {len(view)}")

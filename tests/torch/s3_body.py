@@ -47,6 +47,23 @@ def storage(a, writer, name=None):
     return {"storage_reader": r}
 
 
+def watch_writes(client):
+    """The largest buffer the client's file's write() is handed, in a one-element list: fsspec's
+    AbstractBufferedFile (s3fs) or the connector's S3Writer, wrapped in this process."""
+    if client == "s3fs":
+        from fsspec.spec import AbstractBufferedFile as cls
+    else:
+        from s3torchconnector import S3Writer as cls
+    largest, orig = [0], cls.write
+
+    def write(self, data):
+        largest[0] = max(largest[0], memoryview(data).nbytes)
+        return orig(self, data)
+
+    cls.write = write
+    return largest
+
+
 def measured(fn):
     """(peak resident bytes above the state before fn, seconds) of fn()."""
     gc.collect()
@@ -68,12 +85,16 @@ def body_save_load(a):
     # the client's modules, its file system and its first connection are not the table's: a 4 KiB
     # save first (botocore's service models alone are tens of MiB)
     dcp.save({"warm": torch.zeros(1024)}, **storage(a, True, f"{a.name}-warm"))
+    largest = watch_writes(a.client)
     save_peak, save_s = measured(lambda: dcp.save({"t": table}, **storage(a, True)))
     del table
+    if a.no_load:
+        result(table_bytes=a.size, largest_write=largest[0], save_peak_extra=save_peak, save_s=save_s)
+        return
     back = cuda_from(torch.zeros(a.size // ROW, ROW, dtype=torch.uint8), managed=True)
     load_peak, load_s = measured(lambda: dcp.load({"t": back}, **storage(a, False)))
     equal = torch.equal(back.cpu().view(-1), pattern(a.size, 11))
-    result(equal=equal, table_bytes=a.size, save_peak_extra=save_peak, save_s=save_s,
+    result(equal=equal, table_bytes=a.size, largest_write=largest[0], save_peak_extra=save_peak, save_s=save_s,
            load_peak_extra=load_peak, load_s=load_s)
 
 
@@ -85,6 +106,7 @@ def main():
     p.add_argument("--name", required=True)
     p.add_argument("--client", choices=("s3fs", "connector"), required=True)
     p.add_argument("--size", type=int, required=True)
+    p.add_argument("--no-load", action="store_true", help="save only")
     a = p.parse_args()
     os.environ["AWS_ENDPOINT_URL"] = a.endpoint
     globals()["body_" + a.body](a)
