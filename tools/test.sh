@@ -4,11 +4,10 @@
 # (CTest label torch) run once per PyTorch version of the matrix in tools/setup.sh, each venv with
 # this tree's uvmchunk package installed.
 #
-# The suites of different PyTorch versions share nothing (own venv, own TMPDIR) and each keeps
-# about one of the two cores busy (measured: 750 CPU-seconds in 711 s for 2.11's), so they run side
-# by side, each as soon as its venv is installed; the venvs install one after another in the
-# background meanwhile. Each suite's output is printed whole when it ends, with its time and its ten
-# slowest tests; the last line gives the total.
+# Each set's suites are a job (one ctest, its own TMPDIR), its output printed whole when it ends with
+# its time and its ten slowest tests; the last line gives the total. The venvs install one after
+# another in the background while the lenient core pass runs; UVMC_TEST_JOBS (default 1) jobs run at
+# once.
 #
 # --quick: the default PyTorch version only, the strict simulator, every suite but those labelled
 # slow (tests/README.md, "Time"), for use while developing; no other venv is installed.
@@ -34,6 +33,11 @@ torch_label() { # VERSION: the CTest label of the suites that set runs (tools/se
 
 # Jobs: one ctest run each in the background, output to $work/NAME.log, shown when it ends.
 declare -A job_pid=() job_t0=() job_what=()
+# UVMC_TEST_JOBS: how many jobs run at once (default 1). Side by side (2 or more) the suites of
+# different sets and the installs behind them overloaded this 2-core machine: torch suites of 17 s
+# hit CTest's 300 s limit (tests/README.md, "Time"); with 1, every venv is installed before the
+# first PyTorch suite starts, as before.
+UVMC_TEST_JOBS=${UVMC_TEST_JOBS:-1}
 failed=()
 installer=""
 start_job() { # NAME WHAT ENV... -- CTEST ARGS...
@@ -42,10 +46,10 @@ start_job() { # NAME WHAT ENV... -- CTEST ARGS...
     while [ "$1" != -- ]; do envs+=("$1"); shift; done
     shift
     mkdir -p "$work/tmp-$name"
+    while ((${#job_pid[@]} >= UVMC_TEST_JOBS)); do finish_done; sleep 2; done
     echo "uvmchunk: [$((SECONDS - started)) s] started: $what"
     # setsid: the job's own process group, so that an early exit stops its tests too (abort_jobs)
-    # nice: the venv installs behind them go first, so that every set's suites start early
-    (cd "$UVMC_BUILD" && exec setsid nice -n 10 env TMPDIR="$work/tmp-$name" UVMC_TEST_DURATIONS="$work/$name.durations" \
+    (cd "$UVMC_BUILD" && exec setsid env TMPDIR="$work/tmp-$name" UVMC_TEST_DURATIONS="$work/$name.durations" \
         "${envs[@]}" ctest --output-on-failure -j 2 "$@" "${ctest_args[@]}") >"$work/$name.log" 2>&1 &
     job_pid[$name]=$!
     job_t0[$name]=$SECONDS
@@ -93,13 +97,22 @@ UVMC_TORCH_VERSIONS=$(for v in $UVMC_TORCH_VERSIONS; do
                       done | awk '!seen[$2]++' | sort -s -k1,1n | cut -d' ' -f2 | tr '\n' ' ')
 # The venvs, one after another in the background: $work/VERSION.py holds its python once ready
 # (empty: not installed; its suites are skipped, or under CI=true the run fails).
+# A set's S3 clients (tools/setup.sh's uvmc_install_s3: up to five minutes in a fresh CI run, its
+# many small packages) install beside the next set's PyTorch, which does not wait for them.
 install_all() {
-    local v py
+    local v py s3=()
     for v in "$UVMC_TORCH_VERSION" $UVMC_TORCH_VERSIONS; do
-        py=$(uvmc_install_one "$v") || py=""
-        echo "$py" >"$work/$v.py.part" && mv "$work/$v.py.part" "$work/$v.py"
-        [ -n "$py" ] || [ "${CI:-}" != true ] || return 1
+        py=$(UVMC_S3_LATER=1 uvmc_install_one "$v") || py=""
+        if [ -n "$py" ]; then
+            (uvmc_install_s3 "$(uvmc_venv_for "$v")" "$v" >&2
+             echo "$py" >"$work/$v.py.part" && mv "$work/$v.py.part" "$work/$v.py") &
+            s3+=($!)
+        else
+            echo "" >"$work/$v.py.part" && mv "$work/$v.py.part" "$work/$v.py"
+            [ "${CI:-}" != true ] || return 1
+        fi
     done
+    wait "${s3[@]}"
 }
 venv_python() { # VERSION: waits for its install (finishing the jobs that end meanwhile, so not
     # in a subshell); sets $py to its python (empty: none); false when the installs stopped first
@@ -148,12 +161,18 @@ if [ -z "$main_py" ] && [ "${UVMC_NO_TORCH:-}" != 1 ]; then
     uvmc_build -DUVMC_WERROR=$werror -DUVMC_PYTHON="$(command -v python3 || true)"
 elif [ -n "$main_py" ]; then
     echo "uvmchunk: [$((SECONDS - started)) s] PyTorch $UVMC_TORCH_VERSION ready"
-    uvmc_build_package "$main_py" && uvmc_install_package "$main_py" ||
+    # kept in $work: readme_recipes runs `bash tools/setup.sh torch`, which builds the wheel anew in
+    # the build tree while later sets still install this one
+    uvmc_build_package "$main_py" && cp "$UVMC_PACKAGE_WHEEL" "$work/" &&
+        UVMC_PACKAGE_WHEEL=$work/$(basename "$UVMC_PACKAGE_WHEEL") && uvmc_install_package "$main_py" ||
         { [ "${CI:-}" != true ] || exit 1; echo "uvmchunk: the tests run without the package of this tree installed" >&2; }
 fi
 echo "uvmchunk: set-up and build took $((SECONDS - started)) s"
-# UVMC_MAIN_READY (a path; .ci/run's): made once the first set is ready, for what waits on it
-[ -z "${UVMC_MAIN_READY:-}" ] || touch "$UVMC_MAIN_READY"
+if ((UVMC_TEST_JOBS == 1)) && [ -n "$installer" ]; then
+    echo "uvmchunk: [$((SECONDS - started)) s] waiting for the other PyTorch sets' installs (UVMC_TEST_JOBS=1)"
+    wait "$installer" || true
+    installer=""
+fi
 if ((quick)); then
     start_job main "every suite but the slow ones (PyTorch $UVMC_TORCH_VERSION, --quick)" \
         "$(torch_env "$UVMC_TORCH_VERSION")" -- -LE slow
