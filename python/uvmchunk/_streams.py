@@ -7,12 +7,13 @@ Why pieces: ``torch.save`` writes a storage record with one ``write`` call of th
 storage's own bytes. fsspec's ``AbstractBufferedFile.write`` (fsspec/spec.py) appends all of it to a
 ``BytesIO`` before uploading ``blocksize`` parts, and the connector's ``S3Writer.write``
 (s3torchconnector/s3writer.py) turns it into ``bytes`` first: a whole copy of the table either way.
-Handed piece by piece, the buffer holds at most a block and a piece; the object and its bytes are
+Handed piece by piece, the buffer holds at most a block; the object and its bytes are
 the same."""
 from __future__ import annotations
 
 import contextlib
 import functools
+import io
 import re
 import threading
 from typing import Any, Callable, Iterator, Optional
@@ -47,14 +48,26 @@ class PieceWriter:
         view = view.cast("B")
         done = 0
         while done < len(view):
-            n = self._stream.write(view[done:done + self._piece])
+            piece = self._next_piece()
+            n = self._stream.write(view[done:done + piece])
             # None: taken whole, as torch.save assumes of every write (it ignores what write returns)
-            n = min(self._piece, len(view) - done) if n is None else n
+            n = min(piece, len(view) - done) if n is None else n
             if n <= 0:
                 raise OSError(f"uvmchunk: {type(self._stream).__qualname__}.write took no bytes "
                               f"after {done} of {len(view)}")
             done += n
         return done
+
+    def _next_piece(self) -> int:
+        """Bytes for the next write: fsspec's ``AbstractBufferedFile`` uploads a part once its
+        ``BytesIO`` reaches ``blocksize`` (fsspec/spec.py, ``write`` and ``flush``), so a piece that
+        ends there keeps that buffer at one block, not a block and a piece."""
+        buffer, block = getattr(self._stream, "buffer", None), getattr(self._stream, "blocksize", None)
+        if isinstance(buffer, io.BytesIO) and isinstance(block, int) and block > 0:
+            room = block - buffer.tell()
+            if 0 < room < self._piece:
+                return room
+        return self._piece
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)
