@@ -85,6 +85,7 @@ abort_jobs() { # on exit: jobs still running are stopped, with what they printed
         tail -n 60 "$work/$name.log"
     done
     [ -z "$installer" ] || kill "$installer" 2>/dev/null || true
+    [ -z "${sanitizers:-}" ] || kill -- -"$sanitizers" 2>/dev/null || true
     rm -rf "$work"
 }
 trap abort_jobs EXIT
@@ -140,6 +141,27 @@ else
 fi
 uvmc_build -DUVMC_WERROR=$werror -DUVMC_PYTHON="$build_py"
 echo "uvmchunk: [$((SECONDS - started)) s] built"
+sanitizers=""
+if [ "${UVMC_WITH_SANITIZERS:-}" = 1 ] && ((!quick)); then
+    # .ci/run's sanitizer, memcheck and fuzzing pass, in its own build trees, while the PyTorch sets
+    # install: the installs wait on the network and the disk, and the PyTorch suites start only once
+    # it is done (beside them this 2-core machine was overloaded: tests/README.md, "Time")
+    echo "uvmchunk: [$((SECONDS - started)) s] started: the sanitizer, memcheck and fuzzing pass (tests/hardening/run_sanitizers.sh)"
+    (exec setsid bash "$UVMC_TOP/tests/hardening/run_sanitizers.sh") >"$work/sanitizers.log" 2>&1 &
+    sanitizers=$!
+    sanitizers_t0=$SECONDS
+fi
+finish_sanitizers() { # waits for the sanitizer pass, prints its output and time
+    [ -n "$sanitizers" ] || return 0
+    local rc=0
+    wait "$sanitizers" || rc=$?
+    echo
+    echo "uvmchunk: ==== $((SECONDS - started)) s: the sanitizer, memcheck and fuzzing pass: $([ $rc -eq 0 ] && echo passed || echo "FAILED (exit $rc)")"
+    cat "$work/sanitizers.log"
+    echo "uvmchunk: the sanitizer pass took $((SECONDS - sanitizers_t0)) s"
+    ((rc == 0)) || failed+=("the sanitizer, memcheck and fuzzing pass")
+    sanitizers=""
+}
 if ((!quick)); then
     # The core suites once more on the lenient simulator, so a library that only works on the strict
     # one (the harshest documented reading of the driver) is caught too.
@@ -173,6 +195,7 @@ if ((UVMC_TEST_JOBS == 1)) && [ -n "$installer" ]; then
     wait "$installer" || true
     installer=""
 fi
+finish_sanitizers
 if ((quick)); then
     start_job main "every suite but the slow ones (PyTorch $UVMC_TORCH_VERSION, --quick)" \
         "$(torch_env "$UVMC_TORCH_VERSION")" -- -LE slow
