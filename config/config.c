@@ -17,6 +17,11 @@
 #define UVMC_SHOWN_VALUE_MAX 80      /* a bad value is quoted up to this many characters */
 #define UVMC_CHUNK_MIN ((size_t)4096)
 #define UVMC_CHUNK_MAX ((size_t)1 << 40)
+/* The UVM migration and huge-page granularity (CUDA C++ Programming Guide, "Unified Memory": 2MB
+ * large pages; mm/transparent_hugepage.rst). A chunk_size that is a multiple of it or divides it keeps
+ * every block of a split copy from a 2MiB-aligned managed allocation on whole 2MiB units, so no unit is
+ * migrated, prefetched or faulted in by two blocks (interpose/engine.c splits at chunk_size). */
+#define UVMC_CHUNK_UNIT ((size_t)2 << 20)
 #define UVMC_ENV_PREFIX "UVMCHUNK_"
 #define UVMC_ENV_CONFIG "UVMCHUNK_CONFIG"
 #define UVMC_ENV_LIB "UVMCHUNK_LIB" /* read by uvmchunk-run, not a key */
@@ -438,6 +443,38 @@ void uvmc_config_defaults(struct uvmc_config *cfg)
     cfg->report[0] = '\0';
 }
 
+/* A chunk_size in 4KiB..1TiB that whole 2MiB units either hold or are made of. */
+static bool uvmc_chunk_fits(size_t sz)
+{
+    return sz % UVMC_CHUNK_UNIT == 0 || (sz < UVMC_CHUNK_UNIT && (sz & (sz - 1)) == 0);
+}
+
+/* Says why a chunk_size in range does not fit 2MiB units and the valid values either side of it. */
+static bool uvmc_chunk_refuse(const struct uvmc_config *cfg, const char *s, size_t n, size_t sz, const char *where,
+                              uvmc_diag_fn diag, void *ctx)
+{
+    size_t lo, hi;
+    if (sz > UVMC_CHUNK_UNIT) {
+        lo = sz - sz % UVMC_CHUNK_UNIT;
+        hi = lo + UVMC_CHUNK_UNIT; /* <= 1TiB: UVMC_CHUNK_MAX is a multiple of the unit */
+    } else {
+        for (lo = UVMC_CHUNK_MIN; lo * 2 <= sz; lo *= 2)
+            ;
+        hi = lo * 2;
+    }
+    char kept[32], consequence[48], below[32], above[32];
+    uvmc_format_current(cfg, UVMC_K_CHUNK_SIZE, kept, sizeof kept);
+    snprintf(consequence, sizeof consequence, "keeping %s", kept);
+    uvmc_format_size(lo, below, sizeof below);
+    uvmc_format_size(hi, above, sizeof above);
+    int shown = n > UVMC_SHOWN_VALUE_MAX ? UVMC_SHOWN_VALUE_MAX : (int)n;
+    uvmc_diagf(diag, ctx, consequence,
+               "%s: bad value '%.*s' for chunk_size: must be a multiple of 2MiB or a power of two up to 1MiB "
+               "(nearest: %s or %s)",
+               where, shown, s, below, above);
+    return false;
+}
+
 bool uvmc_config_set(struct uvmc_config *cfg, const char *key, const char *value, const char *where,
                      uvmc_diag_fn diag, void *ctx)
 {
@@ -480,8 +517,11 @@ bool uvmc_config_set(struct uvmc_config *cfg, const char *key, const char *value
         ok = uvmc_parse_size_n(s, n, &sz);
         if (ok && k->id == UVMC_K_THRESHOLD)
             ok = sz >= 1;
-        if (ok && k->id == UVMC_K_CHUNK_SIZE)
+        if (ok && k->id == UVMC_K_CHUNK_SIZE) {
             ok = sz >= UVMC_CHUNK_MIN && sz <= UVMC_CHUNK_MAX;
+            if (ok && !uvmc_chunk_fits(sz))
+                return uvmc_chunk_refuse(cfg, s, n, sz, where, diag, ctx);
+        }
         break;
     case UVMC_KEY_COUNT:
         ok = uvmc_parse_count_n(s, n, &u);

@@ -26,8 +26,9 @@
 #   UVMC_INTEGRATION_OUT       folder for logs and the tables (default: a new temporary folder)
 #   UVMC_NO_TORCH=1            behave as if PyTorch were not installed (the skip path)
 # The library's size thresholds are scaled to each run's size (threshold half the table, at most
-# 256MiB; chunk_size a quarter of that, at most 64MiB; pinned_threshold half the pinned block
-# PyTorch asks for, at most 1GiB): the defaults for GPU-sized tables, and a split copy for small ones.
+# 256MiB; chunk_size a quarter of that, at most 64MiB, rounded down to a valid one; pinned_threshold
+# half the pinned block PyTorch asks for, at most 1GiB): the defaults for GPU-sized tables, and a
+# split copy for small ones.
 # Exit status: 0 when every row that ran succeeded (or on skip), 1 otherwise, 2 on usage errors.
 set -euo pipefail
 
@@ -183,12 +184,16 @@ left() { echo $((deadline - (SECONDS - started))); }
 record() { printf '%s\n' "$(IFS=$'\t'; echo "$*")" >>"$manifest"; }
 
 # scaled_env BYTES [PINNED]: the library's size thresholds for a table of BYTES (the defaults when
-# it is large): threshold half of it (at most 256MiB), chunk_size a quarter of that (at most 64MiB),
+# it is large): threshold half of it (at most 256MiB), chunk_size a quarter of that (at most 64MiB,
+# rounded down to a valid chunk_size: config/uvmchunk.conf),
 # pinned_threshold half of PyTorch's power-of-two pinned block for it (at most 1GiB) unless given
 scaled_env() {
     local n=$1 thr chunk pinned p2=1
     thr=$((n / 2 / 1024 * 1024)); ((thr > 256 << 20)) && thr=$((256 << 20))
-    chunk=$((thr / 4 / 4096 * 4096)); ((chunk > 64 << 20)) && chunk=$((64 << 20)); ((chunk < 4096)) && chunk=4096
+    chunk=$((thr / 4)); ((chunk > 64 << 20)) && chunk=$((64 << 20))
+    # down to a chunk_size the library takes: a multiple of 2MiB, or a power of two of 4KiB..1MiB
+    if ((chunk >= 2 << 20)); then chunk=$((chunk / (2 << 20) * (2 << 20)))
+    else local c2=4096; while ((c2 * 2 <= chunk)); do c2=$((c2 * 2)); done; chunk=$c2; fi
     while ((p2 < n)); do p2=$((p2 * 2)); done
     pinned=${2:-$((p2 / 2))}; ((pinned > 1 << 30)) && pinned=$((1 << 30))
     echo "UVMCHUNK_THRESHOLD=$(cfg_size "$thr") UVMCHUNK_CHUNK_SIZE=$(cfg_size "$chunk") UVMCHUNK_PINNED_THRESHOLD=$(cfg_size "$pinned")"

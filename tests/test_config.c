@@ -186,6 +186,7 @@ static const struct {
     {"enabled", "yes"}, {"enabled", "no"}, {"enabled", "1"}, {"enabled", "0"},
     {"enabled", "OFF"}, {"threshold", "1"}, {"threshold", "1TiB"}, {"threshold", " 4K "},
     {"chunk_size", "4096"}, {"chunk_size", "4K"}, {"chunk_size", "1TiB"}, {"chunk_size", "2MiB"},
+    {"chunk_size", "1MiB"}, {"chunk_size", "8K"}, {"chunk_size", "6MiB"}, {"chunk_size", "1022GiB"},
     {"depth", "1"}, {"depth", "64"}, {"depth", "8"}, {"prefetch", "none"},
     {"pinned_threshold", "0"}, {"pinned_threshold", "1GiB"}, {"pinned_threshold", "3"},
     {"engine", "auto"}, {"engine", "HOST"}, {"engine", "copy"}, {"copy_threads", "1"}, {"copy_threads", "64"},
@@ -201,6 +202,7 @@ static const struct {
     {"threshold", "0"}, {"threshold", "abc"}, {"threshold", "-1"}, {"threshold", "1.5G"},
     {"threshold", ""}, {"threshold", "99999999999999999999"}, {"chunk_size", "4095"},
     {"chunk_size", "0"}, {"chunk_size", "1025G"}, {"chunk_size", "2TiB"}, {"chunk_size", "x"},
+    {"chunk_size", "3MiB"}, {"chunk_size", "12K"}, {"chunk_size", "1025M"}, {"chunk_size", "1536K"},
     {"pinned_threshold", "-1"}, {"pinned_threshold", "1 GiBs"}, {"engine", "gpu"}, {"engine", ""},
     {"copy_threads", "0"}, {"copy_threads", "65"}, {"copy_threads", "two"}, {"intercept_dlsym", "maybe"}, {"dcp_views", "auto"},
     {"depth", "0"}, {"depth", "65"}, {"depth", "-1"}, {"depth", "4.0"}, {"depth", ""},
@@ -228,7 +230,7 @@ START_TEST(key_bad)
     /* Non-default values, so "unchanged" cannot be mistaken for "reset to defaults". */
     c.enabled = false;
     c.threshold = 1000;
-    c.chunk_size = (size_t)3 << 20;
+    c.chunk_size = (size_t)6 << 20;
     c.depth = 7;
     c.prefetch = UVMC_PREFETCH_HOST;
     c.log_level = UVMC_LOG_DEBUG;
@@ -377,7 +379,18 @@ START_TEST(messages)
     ck_assert(!uvmc_config_set(&c, "report", "/tmp/a b", "w", collect, &log));
     ck_assert_str_eq(log.line[12], "w: bad value '/tmp/a b' for report (a file path without blanks, at most 255 bytes; "
                                    "empty = none); keeping /tmp/r.jsonl");
-    ck_assert_int_eq(log.n, 13);
+    /* A chunk_size off the 2MiB grid: the rule and the valid values either side (config/config.c). */
+    ck_assert(!uvmc_config_set(&c, "chunk_size", "3MiB", "UVMCHUNK_CHUNK_SIZE", collect, &log));
+    ck_assert_str_eq(log.line[13], "UVMCHUNK_CHUNK_SIZE: bad value '3MiB' for chunk_size: must be a multiple of 2MiB "
+                                   "or a power of two up to 1MiB (nearest: 2MiB or 4MiB); keeping 3GiB");
+    ck_assert(!uvmc_config_set(&c, "chunk_size", "768K", "w", collect, &log));
+    ck_assert_str_eq(log.line[14], "w: bad value '768K' for chunk_size: must be a multiple of 2MiB "
+                                   "or a power of two up to 1MiB (nearest: 512KiB or 1MiB); keeping 3GiB");
+    ck_assert(!uvmc_config_set(&c, "chunk_size", "3000000", "w", collect, &log));
+    ck_assert_str_eq(log.line[15], "w: bad value '3000000' for chunk_size: must be a multiple of 2MiB "
+                                   "or a power of two up to 1MiB (nearest: 2MiB or 4MiB); keeping 3GiB");
+    ck_assert_uint_eq(c.chunk_size, (size_t)3 << 30);
+    ck_assert_int_eq(log.n, 16);
 }
 END_TEST
 

@@ -143,6 +143,9 @@ def clean_env(**kw):
     ("treshold = 1G\n", {}, ["unknown key 'treshold' (did you mean 'threshold'?)"]),
     (None, {"UVMCHUNK_THRESHOLD": "abc"}, ["UVMCHUNK_THRESHOLD: bad value 'abc' for threshold"]),
     (None, {"UVMCHUNK_FOO": "1"}, ["UVMCHUNK_FOO: unknown variable"]),
+    (None, {"UVMCHUNK_CHUNK_SIZE": "3MiB"},  # off the 2 MiB grid (config/uvmchunk.conf)
+     ["UVMCHUNK_CHUNK_SIZE: bad value '3MiB' for chunk_size: must be a multiple of 2MiB or a power of two up "
+      "to 1MiB (nearest: 2MiB or 4MiB)"]),
     (None, {"UVMCHUNK_CONFIG": "/nonexistent/uvmchunk.conf"}, ["cannot open config /nonexistent/uvmchunk.conf"]),
     ("depth = 0\nengine = gpu\n", {"UVMCHUNK_STATS": "maybe"},  # one line per mistake, file first
      ["depth", "engine", "UVMCHUNK_STATS"]),
