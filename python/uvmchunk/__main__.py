@@ -1,7 +1,8 @@
 """python -m uvmchunk: the version, the library's path and the configuration in effect (the
 library's own parser reads it: the uvmchunk-config helper next to the library). Exit status 2 when
 the configuration has a mistake (one 'uvmchunk:' line each on stderr), as uvmchunk-run exits when it
-refuses one; 1 when the library or its helper cannot be found."""
+refuses one; 1 when the library or its helper cannot be found. Says what CUDA it found: a GPU, the
+simulated driver of tests/sim, or no device (then the library has nothing to do)."""
 from __future__ import annotations
 
 import argparse
@@ -13,6 +14,7 @@ from importlib import metadata
 
 from . import __version__, library_path
 from ._autoload import status
+from ._device import cuda_device
 
 # The object-storage clients DCP saves through (python/uvmchunk/_streams.py writes to them in pieces).
 STORE_CLIENTS = ("s3fs", "s3torchconnector")
@@ -51,7 +53,13 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     rc = subprocess.run([helper]).returncode  # 1: a mistake (config/describe.c)
     print(f"object-storage clients: {store_clients()}")
+    kind, found = cuda_device()
+    print(f"CUDA: {found}")
     active, why = status()
+    if active and kind == "none":  # loaded and configured, but no managed memory to save here
+        active, why = False, "libuvmchunk.so is loaded, but there is no CUDA device: it has nothing to do"
+    elif active and kind == "sim":
+        why += "; on the simulated CUDA driver, not a GPU"
     print(f"zero-copy DCP views with no code change: {'active' if active else 'not active'} in this Python ({why})")
     return 2 if rc else 0
 

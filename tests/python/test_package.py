@@ -194,6 +194,30 @@ def test_launcher_starts_a_clean_configuration(tmp_path):
     assert f"\nobject-storage clients: {want}\n" in r.stdout, r.stdout
 
 
+def test_python_m_says_what_cuda_it_found():
+    """Under the launcher, python -m uvmchunk says which CUDA it found (python/uvmchunk/_device.py):
+    none here (no libcuda.so.1: not active, nothing to do), or the simulator of tests/sim, named as
+    such and not as a GPU. The package must be installed in this Python for "active" at all."""
+    from importlib import metadata
+    try:
+        metadata.version("torch")
+        metadata.version("uvmchunk")
+    except metadata.PackageNotFoundError:
+        pytest.skip("needs PyTorch and the installed uvmchunk package (its entry point)")
+    said = "zero-copy DCP views with no code change: "
+    env = clean_env(PYTHONPATH=str(TOP / "python"), UVMCHUNK_CONFIG="")
+    env.pop("LD_LIBRARY_PATH", None)
+    r = run([str(BUILD / "uvmchunk-run"), "--", sys.executable, "-m", "uvmchunk"], env=env)
+    assert r.returncode == 0, r.stderr
+    if "\nCUDA: no device: libcuda.so.1 cannot be loaded" in r.stdout:  # no NVIDIA driver on this machine
+        assert said + "not active in this Python (libuvmchunk.so is loaded, but there is no CUDA device" in r.stdout
+    r = run([str(BUILD / "uvmchunk-run"), "--", sys.executable, "-m", "uvmchunk"],
+            env=dict(env, LD_LIBRARY_PATH=str(BUILD / "sim")))
+    assert r.returncode == 0, r.stderr
+    assert "\nCUDA: the simulated driver of tests/sim, not a GPU: 1 device (" in r.stdout, r.stdout
+    assert said + "active in this Python (" in r.stdout and "on the simulated CUDA driver, not a GPU)" in r.stdout
+
+
 def test_help_and_version_everywhere():
     """--help answers, and --version gives the one version (pyproject.toml, the package, CMake)."""
     want = re.search(r'^version = "([^"]+)"', (TOP / "pyproject.toml").read_text(), re.M).group(1)
@@ -262,7 +286,8 @@ def test_wheel_installs_into_a_fresh_venv(tmp_path, monkeypatch):
     assert ("libuvmchunk.so is not loaded" if has_torch else no_torch) in r.stdout, r.stdout
     r = run([str(run_bin), "--", str(py), "-m", "uvmchunk"])
     assert r.returncode == 0, r.stderr
-    assert (said + "active" if has_torch else no_torch) in r.stdout, r.stdout
+    no_device = "\nCUDA: no device" in r.stdout  # no GPU: nothing to do (python/uvmchunk/_device.py)
+    assert (said + ("not active" if no_device else "active") if has_torch else no_torch) in r.stdout, r.stdout
     if has_torch:  # the planners import from the installed package
         r = run([str(py), "-c", "import uvmchunk.dcp as d, torch.distributed.checkpoint.default_planner as p; "
                  "assert issubclass(d.ZeroCopySavePlanner, p.DefaultSavePlanner); print(d.__file__)"])
