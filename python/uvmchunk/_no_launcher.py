@@ -2,16 +2,19 @@
 process, so DCP copies the job's managed tensors through host memory as stock does. Said once per
 process, at the first dcp.save / dcp.async_save / dcp.load whose state dict holds CUDA managed
 tensors: one line on the rank that copies them, with their bytes and the command to use
-(``uvmchunk-run``).
+(``uvmchunk-run``). Tensors that a zero-copy planner of uvmchunk.dcp, passed explicitly, hands DCP
+as views (it needs no library) are not copied, so they are not counted.
 
 ``install`` runs when the program imports torch.distributed.checkpoint (the post-import hook of
 uvmchunk._autoload, in a process without the library). It wraps the three for that one look: the
 first call whose state dict holds CUDA tensors decides (a CPU-only save before it, a step counter
-say, decides nothing), puts PyTorch's functions back, and from then on the wrapper (kept by whoever
-took it before) is a pass-through of one comparison. The look asks CUDA nothing unless the state
-dict holds CUDA tensors, then one pointer query per distinct tensor in relaxed capture mode
-(uvmchunk._cuda). Objects DCP asks for their own state (a Stateful) are not
-asked here: their ``state_dict()`` may do work (TorchRec's flushes its cache)."""
+say, decides nothing; nor does one whose managed tensors all go through such views), puts
+PyTorch's functions back, and from then on the wrapper (kept by whoever took it before) is a
+pass-through of one comparison. The look asks CUDA nothing unless the state dict holds CUDA
+tensors, then one pointer query per distinct tensor in relaxed capture mode (uvmchunk._cuda), and
+with a zero-copy planner the queries of its views' conditions (uvmchunk._views). Objects DCP asks
+for their own state (a Stateful) are not asked here: their ``state_dict()`` may do work
+(TorchRec's flushes its cache)."""
 from __future__ import annotations
 
 import functools
@@ -47,7 +50,8 @@ def install(module: Any) -> None:
             # one looker at a time; a call that finds another looking does not wait, nor look
             if _armed and _looking.acquire(blocking=False):
                 try:
-                    if _armed and look(f"dcp.{name}", kwargs.get("state_dict", args[0] if args else None)):
+                    if _armed and look(f"dcp.{name}", kwargs.get("state_dict", args[0] if args else None),
+                                       kwargs.get("planner")):
                         disarm()
                 finally:
                     _looking.release()
@@ -60,9 +64,28 @@ def install(module: Any) -> None:
         setattr(module, name, wrap(name, orig))
 
 
-def _managed(state_dict: Any) -> Optional[tuple[int, int]]:
-    """(tensors, bytes) of the distinct CUDA managed tensors of `state_dict`; None when it has no
-    CUDA tensor (then CUDA is not asked); (0, 0) when the runtime cannot be asked."""
+def _viewed(planner: Any, tensors: list[Any]) -> frozenset[tuple[int, int]]:
+    """Byte ranges [start, end) of `tensors` that `planner`, one of uvmchunk.dcp's zero-copy planners
+    passed explicitly (it needs no library), hands DCP as views: the ones it decides on (uvmchunk._views
+    Viewer); empty for any other planner. Run in relaxed capture mode, as the caller's queries."""
+    from ._views import Viewer
+
+    dcp = sys.modules.get("uvmchunk.dcp")  # not imported: no planner of it can have been made
+    if planner is None or dcp is None:
+        return frozenset()
+    viewer = Viewer(getattr(planner, "zero_copy_any_managed", False))
+    if isinstance(planner, dcp.ZeroCopySaveMixin):
+        return viewer.decide(tensors)  # of tensors sharing bytes, one view (tied weights)
+    if isinstance(planner, dcp.ZeroCopyLoadMixin):
+        return frozenset((t.data_ptr(), t.data_ptr() + t.numel() * t.element_size())
+                         for t in tensors if viewer.eligible(t))
+    return frozenset()
+
+
+def _managed(state_dict: Any, planner: Any = None) -> Optional[tuple[int, int, int]]:
+    """(tensors, bytes) of the distinct CUDA managed tensors of `state_dict` that DCP copies through
+    host memory (all of them but those a zero-copy `planner` views), and how many are viewed; None
+    when it has no CUDA tensor (then CUDA is not asked); (0, 0, 0) when the runtime cannot be asked."""
     from ._views import local_tensors
 
     cuda = {}
@@ -75,10 +98,12 @@ def _managed(state_dict: Any) -> Optional[tuple[int, int]]:
 
     runtime = rt()
     if runtime is None:
-        return 0, 0
+        return 0, 0, 0
     with runtime.relaxed():
         managed = [key for key in cuda if runtime.is_managed(key[0])]
-    return len(managed), sum(n for _, n in managed)
+        viewed = _viewed(planner, [cuda[key] for key in managed])
+    copied = [(ptr, n) for ptr, n in managed if (ptr, ptr + n) not in viewed]
+    return len(copied), sum(n for _, n in copied), len(managed) - len(copied)
 
 
 def _command() -> str:
@@ -92,16 +117,18 @@ def _command() -> str:
     return f"{launcher} -- {shlex.join([sys.executable, *sys.argv])}"
 
 
-def look(call: str, state_dict: Any) -> bool:
-    """Says the line when `state_dict` holds managed CUDA tensors; whether this call decided (it
-    held CUDA tensors, or could not be looked at); never raises."""
+def look(call: str, state_dict: Any, planner: Any = None) -> bool:
+    """Says the line when `state_dict` holds managed CUDA tensors that DCP copies through host
+    memory; whether this call decided (it held CUDA tensors, or could not be looked at); never
+    raises. A call whose managed tensors all go through a zero-copy planner's views decides nothing:
+    a later call without the planner copies them."""
     try:
-        found = _managed(state_dict)
+        found = _managed(state_dict, planner)
         if found is None:
             return False  # no CUDA tensor: the next call decides
-        tensors, nbytes = found
+        tensors, nbytes, viewed = found
         if not tensors:
-            return True
+            return not viewed
         cfg = configuration()
         if cfg.get("enabled", "on") != "on" or cfg.get("dcp_views", "on") != "on":
             return True  # the job switched the views off: nothing is missing

@@ -205,3 +205,33 @@ def test_forgotten_launcher_is_said_at_the_first_call_with_managed_tensors(tmp_p
     assert r.result["done"] and len(lines) == 1, r.describe()
     print(lines[0])
     assert lines[0].startswith("uvmchunk: rank 0 dcp.async_save copies 8 MiB of managed memory (1 tensor)"), r.describe()
+
+
+PLANNER = """
+import os, sys
+sys.path.insert(0, {tests!r})
+import torch.distributed.checkpoint as dcp
+from torch_body import cuda_from, pattern, result
+from uvmchunk.dcp import ZeroCopySavePlanner, views_taken
+table = cuda_from(pattern(8 << 20, 1), managed=True)  # FBGEMM's advice: viewed
+strided = cuda_from(pattern(4 << 20, 2), managed=True).view(1024, 4096).t()  # not contiguous: copied
+dcp.save({{"t": table}}, checkpoint_id=os.path.join({ckpt!r}, "views"), planner=ZeroCopySavePlanner(), no_dist=True)
+dcp.save({{"t": table, "s": strided}}, checkpoint_id=os.path.join({ckpt!r}, "both"), planner=ZeroCopySavePlanner(),
+         no_dist=True)
+result(done=True, views=views_taken()["save"])
+"""
+
+
+def test_forgotten_launcher_counts_only_what_the_planner_copies(tmp_path):
+    """ZeroCopySavePlanner passed explicitly, without the library: its views need no library, so a
+    save whose managed table it views says nothing and decides nothing; the next save, with a
+    4 MiB strided managed tensor it cannot view beside the table, says the 4 MiB copied through
+    host memory, not the table's 8 MiB (python/uvmchunk/_no_launcher.py)."""
+    script = tmp_path / "planner.py"
+    script.write_text(PLANNER.format(tests=os.path.dirname(BODY), ckpt=str(tmp_path / "ckpt")))
+    r = run_body(None, False, script=str(script), timeout=600)
+    lines = [ln for ln in r.err.splitlines() if FORGOTTEN in ln]
+    assert r.result["done"] and r.result["views"] == 2 and len(lines) == 1, r.describe()
+    print(lines[0])
+    assert lines[0].startswith("uvmchunk: rank 0 dcp.save copies 4 MiB of managed memory (1 tensor) through host "
+                               "memory"), r.describe()
