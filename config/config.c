@@ -17,10 +17,10 @@
 #define UVMC_SHOWN_VALUE_MAX 80      /* a bad value is quoted up to this many characters */
 #define UVMC_CHUNK_MIN ((size_t)4096)
 #define UVMC_CHUNK_MAX ((size_t)1 << 40)
-/* The UVM migration and huge-page granularity (CUDA C++ Programming Guide, "Unified Memory": 2MB
- * large pages; mm/transparent_hugepage.rst). A chunk_size that is a multiple of it or divides it keeps
- * every block of a split copy from a 2MiB-aligned managed allocation on whole 2MiB units, so no unit is
- * migrated, prefetched or faulted in by two blocks (interpose/engine.c splits at chunk_size). */
+/* The UVM driver's VA block (open-gpu-kernel-modules, uvm_va_block_types.h: 2MiB), also the huge
+ * page size (Documentation/admin-guide/mm/transhuge.rst). A chunk_size that is a multiple of it or
+ * divides it keeps every block of a split copy from a 2MiB-aligned managed allocation on whole 2MiB
+ * units, so no unit is migrated, prefetched or faulted in by two blocks (interpose/engine.c). */
 #define UVMC_CHUNK_UNIT ((size_t)2 << 20)
 #define UVMC_ENV_PREFIX "UVMCHUNK_"
 #define UVMC_ENV_CONFIG "UVMCHUNK_CONFIG"
