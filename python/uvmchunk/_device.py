@@ -1,8 +1,8 @@
 """What CUDA this machine really offers, for ``python -m uvmchunk``: a GPU, the simulated driver of
 tests/sim (a test double, no GPU behind it), or no device at all (then libuvmchunk.so has nothing to
 do). The driver is asked in a child process (this file run as a script, standard library only), so
-the asking process never loads libcuda.so.1 nor initialises CUDA (cuInit starts driver threads and
-cannot be undone: cuda.h cuInit).
+the asking process never loads libcuda.so.1 nor initialises CUDA (the driver API has no call that
+undoes cuInit: cuda.h).
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import os
 import subprocess
 import sys
 
-# The driver's name as the CUDA runtime loads it (CUDA Driver API, "Driver Entry Point Access").
+# The driver's soname, the one the CUDA runtime opens (and the simulator's: tests/sim/CMakeLists.txt).
 DRIVER = "libcuda.so.1"
 # A symbol only the simulated driver exports (tests/sim/README.md: its uvmsim_* test interface).
 SIM_SYMBOL = "uvmsim_calls"
