@@ -166,9 +166,10 @@ def line(rec: dict[str, Any]) -> str:
     parts = []
     owner = "table's" if n == 1 else "tables'"
     direct = rec.get("direct_read_bytes")
-    parts.append(f"{size_text(rec['view_bytes'])} {'read into' if load else 'written from'} {n} managed {owner} pages"
-                 + (f" ({size_text(direct)} of them straight from the file)" if direct else "")
-                 if n else "no managed table's pages viewed")
+    if n or not rec.get("stock"):  # stock views nothing, by design: not said
+        parts.append(f"{size_text(rec['view_bytes'])} {'read into' if load else 'written from'} {n} managed {owner} pages"
+                     + (f" ({size_text(direct)} of them straight from the file)" if direct else "")
+                     if n else "no managed table's pages viewed")
     if "copied_bytes" in rec:
         pinned = rec.get("copied_pinned_bytes")
         parts.append(f"{size_text(rec['copied_bytes'])} copied"

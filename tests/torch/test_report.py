@@ -1,8 +1,9 @@
 """The per-checkpoint report (python/uvmchunk/_report.py, _memory.py): under torchrun every rank
 says one `uvmchunk: rank N dcp.save|dcp.load|dcp.async_save` line and appends the same record to
 UVMCHUNK_REPORT as one JSON line, and its host memory figures agree with the job's own
-measurement (VmHWM reset just before the call, as integration/checkpoint_job.py does) within 5 %
-or 4 MiB; log_level = warn silences the line, not the file; the library's exit stats line counts
+measurement (VmHWM reset just before the call, as integration/checkpoint_job.py does) within
+512 KiB under torchrun, 64 KiB in one process, where its bytes are also those of the files
+written and read, once each; log_level = warn silences the line, not the file; the library's exit stats line counts
 the views. The notice for a Python without the package's hook comes at the first managed
 allocation, on the rank that made it, and names the job's interpreter (a virtual environment's,
 not its base) and the install command for this checkout."""
@@ -35,7 +36,7 @@ def records(path):
 
 
 def near(a, b):
-    return abs(a - b) <= max(0.05 * abs(b), 4 * MIB)
+    return abs(a - b) <= 512 * 1024  # two processes: each one's reading of /proc around its own call
 
 
 def test_line_and_record_on_every_rank(tmp_path):
@@ -53,8 +54,8 @@ def test_line_and_record_on_every_rank(tmp_path):
             lines = re.findall(rf"^uvmchunk: rank {rank} {call} .*$", r.err, re.M)
             assert len(lines) == 1, r.describe()
             print(lines[0])
-            print(f"  job's own: {own['seconds']:.2f} s, host +{own['peak'] / MIB:.1f} MiB at peak, "
-                  f"{own['after'] / MIB:+.1f} MiB after")
+            print(f"  job's own: {own['seconds']:.2f} s, host +{own['peak'] / 1024:.0f} KiB at peak, "
+                  f"{own['after'] / 1024:+.0f} KiB after")
             assert near(rec["host_peak_added_bytes"], own["peak"]), (rec, own)
             assert near(rec["host_after_added_bytes"], own["after"]), (rec, own)
             assert f"host +{_mib(rec['host_peak_added_bytes'])}" in lines[0] or "host +" in lines[0]
@@ -86,7 +87,7 @@ def _one_process(tmp, stock):
     report = tmp / "report.jsonl"
     env = dict(LIB_ENV, UVMCHUNK_DCP_VIEWS="on", UVMCHUNK_REPORT=str(report))
     if stock:
-        r = run_body(None, False, str(ONE), str(tmp / "ckpt"), "all", script=BODY, timeout=600,
+        r = run_body(None, False, str(ONE), str(tmp / "ckpt"), "all", "--extra", script=BODY, timeout=600,
                      launcher=[sys.executable, "-m", "uvmchunk.launcher", "--stock", "--", sys.executable],
                      extra_env=dict(env, UVMCHUNK_LIB=_need("UVMC_LIB")))
     else:
@@ -180,7 +181,7 @@ def test_stock_is_measured_only(library, stock):
     assert len(r.stats) == 1 and r.stats[0][0] == 0, r.describe()  # no copy split: passed through
     mine, _, _ = library
     for call in CALLS:
-        (rec,), own, (ln,) = by_call[call], res["own"][call], _lines(r.err, call)
+        rec, own, ln = by_call[call][0], res["own"][call], _lines(r.err, call)[0]
         print(ln)
         assert rec["stock"] and ln.startswith(f"uvmchunk: rank 0 {call} (stock DCP, measured only) "), ln
         assert rec["view_tensors"] == 0 and rec["bytes"] == res["cuda_bytes"], rec
@@ -188,7 +189,17 @@ def test_stock_is_measured_only(library, stock):
         if call != "dcp.async_save":  # both stage an async save's copies in memory
             assert rec["host_peak_added_bytes"] >= ONE, rec
             assert mine[call][0]["host_peak_added_bytes"] < ONE // 4, mine[call][0]
+        if rec.get("copied_pinned_bytes", 0) >= ONE:  # stock keeps what its host cache holds
+            assert rec["host_after_added_bytes"] >= ONE, rec
         assert "stock" not in mine[call][0], mine[call][0]
+    # the mixins' planners take no view under stock either; the CPU-only and failed saves say so
+    saves, loads = by_call["dcp.save"], by_call["dcp.load"]
+    for rec in saves[1:2] + loads[1:]:
+        assert rec["stock"] and rec["view_tensors"] == 0 and "direct_read_bytes" not in rec, rec
+        assert abs(rec["bytes"] - res["own"]["mixin.save"]["files"]) <= CLOSE, rec
+    lines = _lines(r.err, "dcp.save")
+    assert "(stock DCP, measured only) in " in lines[2] and "no CUDA tensors in this checkpoint" in lines[2], lines
+    assert "(stock DCP, measured only) failed (" in lines[3], lines
 
 
 def test_warn_silences_the_line_and_stats_count_views(tmp_path):
