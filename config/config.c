@@ -47,6 +47,7 @@ enum uvmc_key_id {
     UVMC_K_ASYNC_SPILL_DIR,
     UVMC_K_ASYNC_SPILL,
     UVMC_K_REPORT,
+    UVMC_K_STOCK,
 };
 
 struct uvmc_key {
@@ -74,6 +75,7 @@ static const struct uvmc_key uvmc_keys[] = {
     {"async_spill_dir", UVMC_K_ASYNC_SPILL_DIR, UVMC_KEY_SIZE, " (a folder, at most 4095 bytes, no control characters; empty: automatic)"},
     {"async_spill", UVMC_K_ASYNC_SPILL, UVMC_KEY_SIZE, " (auto|required|off)"},
     {"report", UVMC_K_REPORT, UVMC_KEY_PATH, " (a file path without blanks, at most 255 bytes; empty = none)"},
+    {"stock", UVMC_K_STOCK, UVMC_KEY_BOOL, " (on|off)"},
 };
 
 static const char *const uvmc_prefetch_names[] = {"none", "host", "device"};
@@ -220,6 +222,9 @@ static void uvmc_format_current(const struct uvmc_config *cfg, enum uvmc_key_id 
         break;
     case UVMC_K_DCP_VIEWS:
         snprintf(buf, len, "%s", cfg->dcp_views ? "on" : "off");
+        break;
+    case UVMC_K_STOCK:
+        snprintf(buf, len, "%s", cfg->stock ? "on" : "off");
         break;
     case UVMC_K_ASYNC_MEMORY_BUDGET:
         if (cfg->async_memory_budget_auto)
@@ -441,6 +446,7 @@ void uvmc_config_defaults(struct uvmc_config *cfg)
     cfg->async_spill_dir[0] = '\0';
     cfg->async_spill = UVMC_ASYNC_SPILL_AUTO;
     cfg->report[0] = '\0';
+    cfg->stock = false;
 }
 
 /* A chunk_size in 4KiB..1TiB that whole 2MiB units either hold or are made of. */
@@ -566,6 +572,7 @@ bool uvmc_config_set(struct uvmc_config *cfg, const char *key, const char *value
     case UVMC_K_COPY_THREADS: cfg->copy_threads = u; break;
     case UVMC_K_INTERCEPT_DLSYM: cfg->intercept_dlsym = b; break;
     case UVMC_K_DCP_VIEWS: cfg->dcp_views = b; break;
+    case UVMC_K_STOCK: cfg->stock = b; break;
     case UVMC_K_ASYNC_MEMORY_BUDGET: /* uvmc_set_async */
     case UVMC_K_ASYNC_SPILL_DIR:
     case UVMC_K_ASYNC_SPILL:

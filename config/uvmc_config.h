@@ -34,6 +34,7 @@ struct uvmc_config {
     char async_spill_dir[UVMC_SPILL_DIR_MAX]; /* "": the checkpoint's folder, else TMPDIR */
     enum uvmc_async_spill async_spill;    /* auto, required (refuse a call that cannot spill), off */
     char report[UVMC_REPORT_MAX]; /* file the package appends one JSON line per checkpoint to; "" = none (Python only) */
+    bool stock;                   /* true: everything passes through, the package only measures (uvmchunk-run --stock) */
 };
 
 /* Built-in defaults (see config/uvmchunk.conf for the reasoning). */

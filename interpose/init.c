@@ -80,6 +80,8 @@ static void uvmc_do_init(void)
 {
     struct uvmc_config cfg;
     uvmc_config_load(&cfg, environ, uvmc_config_diag, NULL);
+    if (cfg.stock) /* uvmchunk-run --stock: every copy as stock makes it; the Python package only measures */
+        cfg.enabled = false;
     uvmc_cfg = cfg;
     uvmc_hot_threshold = cfg.enabled ? cfg.threshold : SIZE_MAX;
     if (!uvmc_resolve_real())

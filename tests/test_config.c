@@ -20,7 +20,7 @@
 
 #define KEYS                                                                                             \
     "enabled, threshold, chunk_size, depth, prefetch, log_level, stats, pinned_threshold, engine, "      \
-    "copy_threads, intercept_dlsym, dcp_views, async_memory_budget, async_spill_dir, async_spill, report"
+    "copy_threads, intercept_dlsym, dcp_views, async_memory_budget, async_spill_dir, async_spill, report, stock"
 
 #define DIAG_KEEP 16
 struct diag_log {
@@ -286,6 +286,9 @@ START_TEST(key_effects)
     ck_assert(c.dcp_views);
     ck_assert(uvmc_config_set(&c, "dcp_views", "off", "t", NULL, NULL));
     ck_assert(!c.dcp_views);
+    ck_assert(!c.stock);
+    ck_assert(uvmc_config_set(&c, "stock", "1", "t", NULL, NULL)); /* UVMCHUNK_STOCK=1, as uvmchunk-run --stock sets it */
+    ck_assert(c.stock);
     /* A bad value with no diag callback is still rejected quietly. */
     ck_assert(!uvmc_config_set(&c, "depth", "0", "t", NULL, NULL));
     ck_assert_uint_eq(c.depth, 16);

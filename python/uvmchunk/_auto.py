@@ -145,7 +145,7 @@ def _release_quietly(device: Optional[int], allocations: Optional[int] = None) -
                   f"({type(e).__name__}: {e})")
 
 
-def install_auto_views(views: bool = True) -> None:
+def install_auto_views(views: bool = True, stock: bool = False) -> None:
     """Patches torch.distributed.checkpoint in this process (idempotent; the originals stay reachable
     as ``__wrapped__``). Always: save / async_save / load release the host allocator's cached free
     blocks when they return, also when they raise (an async save: when its staging and its upload
@@ -154,12 +154,15 @@ def install_auto_views(views: bool = True) -> None:
     DefaultSavePlanner.resolve_data and DefaultLoadPlanner.resolve_tensor (the documented extension
     points) hand DCP exact-size CPU views of eligible managed tensors, for PyTorch's default planners
     and every subclass that does not override them, inside a dcp.save / dcp.load with PyTorch's file
-    system storage; set_up_planner starts each save or load afresh."""
+    system storage; set_up_planner starts each save or load afresh. With `stock` (``stock = on``,
+    uvmchunk-run --stock): no view, direct read, spill, piecewise stream or release; the entry
+    points and resolve hooks only measure, for the per-checkpoint report."""
     from torch.distributed import checkpoint as dcp_pkg
     from torch.distributed.checkpoint import state_dict_loader, state_dict_saver
 
     if getattr(state_dict_saver.save, "_uvmchunk", False):
         return
+    views = views and not stock  # read by the entry points below
 
     def wrap_entry(module: Any, name: str, base: type, storage_key: str, after: Any) -> None:
         orig = getattr(module, name, None)
@@ -167,6 +170,7 @@ def install_auto_views(views: bool = True) -> None:
             return
 
         def entry(*args: Any, **kwargs: Any) -> Any:
+            at_entry = _report.entry()  # first: the report measures from the call's entry
             _note_planner(kwargs.get("planner"), base)
             # the caller's device, asked on the caller's thread (a new thread's current device is 0)
             device = _caller_device(args, kwargs)
@@ -177,18 +181,19 @@ def install_auto_views(views: bool = True) -> None:
             outer = getattr(_scope, "auto", False)
             _scope.auto = (views and name != "async_save" and not by_executor  # staged copies: no views
                            and _views_allowed(kwargs.get(storage_key)))
-            result = None
+            result = error = None
             call = report = None
             try:
                 call = _accounting.begin(f"dcp.{name}")
-                report = None if by_executor else _report.start(call, args, kwargs)  # the executor's: async_save's
+                report = None if by_executor else _report.start(call, args, kwargs, at_entry)  # the executor's: async_save's
                 # async_save: managed tensors above the budget staged in a spill file (uvmchunk._spill)
                 result = (_spill.call(orig, args, kwargs) if name == "async_save" and views
                           else orig(*args, **kwargs))
                 if pending is not None:
                     _async_watch(result, pending)
                 return result
-            except BaseException:
+            except BaseException as e:
+                error = e
                 if pending is not None:
                     _async_end(pending)
                 raise
@@ -196,9 +201,9 @@ def install_auto_views(views: bool = True) -> None:
                 _scope.auto = outer
                 if call is not None:
                     _accounting.end(call)
-                if not by_executor:
+                if not by_executor and not stock:  # stock keeps what the host cache holds
                     after(result, device, allocations)
-                _report.done(report, result)
+                _report.done(report, result, error)
 
         new = _patched(orig, entry)
         setattr(module, name, new)
@@ -223,10 +228,10 @@ def install_auto_views(views: bool = True) -> None:
     wrap_entry(state_dict_saver, "save", DefaultSavePlanner, "storage_writer", after_save)
     wrap_entry(state_dict_saver, "async_save", DefaultSavePlanner, "storage_writer", after_async_save)
     wrap_entry(state_dict_loader, "load", DefaultLoadPlanner, "storage_reader", after_save)
-    _streams.install()  # a store's streams (fsspec, s3torchconnector) written in pieces, not whole records
-    if not views:
-        return
-    _spill.install(_patched)
+    if not stock:
+        _streams.install()  # a store's streams (fsspec, s3torchconnector) written in pieces, not whole records
+    if views:
+        _spill.install(_patched)
 
     def patch(cls: type, resolve: str, methods: tuple[str, ...], mixin: type, on_save: bool) -> None:
         orig_setup, orig_resolve = cls.set_up_planner, getattr(cls, resolve)
@@ -241,6 +246,8 @@ def install_auto_views(views: bool = True) -> None:
 
         def resolved(self: Any, *args: Any, **kwargs: Any) -> Any:  # the caller's own argument names
             obj = orig_resolve(self, *args, **kwargs)
+            if isinstance(self, mixin):
+                return obj  # the mixin's own resolve (uvmchunk.dcp) views and counts it, once
             viewer = self.__dict__.get("_uvmchunk_auto")
             out = obj if viewer is None else viewer.save_view(self, obj) if on_save else viewer.load_view(obj)
             _report.resolved(obj, out, self.__dict__.get("_uvmchunk_call"))
@@ -249,8 +256,11 @@ def install_auto_views(views: bool = True) -> None:
         cls.set_up_planner = _patched(orig_setup, set_up_planner)
         setattr(cls, resolve, _patched(orig_resolve, resolved))
 
+    # the resolve hooks count DCP's copies even without views: a report's bytes are never a guess
     patch(DefaultSavePlanner, "resolve_data", ("resolve_data",), ZeroCopySaveMixin, True)
     patch(DefaultLoadPlanner, "resolve_tensor", ("resolve_tensor", "commit_tensor"), ZeroCopyLoadMixin, False)
+    if not views:
+        return
     _reads.install()  # FileSystemReader reads the loads' viewed targets straight from the file
     say_once("installed", "info", "torch.distributed.checkpoint: default planners hand DCP zero-copy views of "
               "managed tensors that prefer the CPU; host cache released after each save")

@@ -19,7 +19,7 @@ import importlib.util
 import os
 import sys
 
-from ._config import LIB, configuration, loaded_library, log
+from ._config import LIB, configuration, loaded_library, log, stock
 
 TARGET = "torch.distributed.checkpoint"
 _HOOK_ENV = "_UVMCHUNK_DCP_HOOK_PID"  # the pid whose torch import installed the hook (read by the library;
@@ -50,6 +50,8 @@ def status() -> tuple[bool, str]:
         return False, f"{LIB} is not loaded in this process: run the job under uvmchunk-run, or LD_PRELOAD it"
     if configuration().get("enabled", "on") != "on":
         return False, "enabled = off in the configuration"
+    if stock():
+        return False, "stock = on (uvmchunk-run --stock): DCP runs unchanged, only measured"
     if configuration().get("dcp_views", "on") != "on":
         return False, "dcp_views = off in the configuration"
     return True, "libuvmchunk.so is loaded and dcp_views = on"
@@ -94,6 +96,9 @@ def _install() -> None:
         from ._auto import install_auto_views
         if configuration().get("enabled", "on") != "on":
             return  # enabled = off: everything passes through, the Python side included
+        if stock():  # uvmchunk-run --stock: DCP unchanged, the per-checkpoint report only
+            install_auto_views(False, stock=True)
+            return
         views = configuration().get("dcp_views", "on") == "on"
         if not views:
             log("info", "dcp_views = off: no automatic zero-copy views")

@@ -58,6 +58,12 @@ def configuration() -> dict[str, str]:
     return _config
 
 
+def stock() -> bool:
+    """``stock = on`` (uvmchunk-run --stock): the library passes everything through and the package
+    only measures, for the per-checkpoint report (uvmchunk._report)."""
+    return configuration().get("stock", "off") == "on"
+
+
 def log(level: str, message: str) -> None:
     """One ``uvmchunk:`` line on stderr when the configuration's log_level shows `level`."""
     order = ("error", "warn", "notice", "info", "debug")

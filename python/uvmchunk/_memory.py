@@ -1,20 +1,45 @@
-"""Host memory a checkpoint call adds, measured (not estimated): the process's resident set size
-read from /proc/self/statm by a sampler thread every ``INTERVAL`` seconds while the call runs, and
-the kernel's own high-water mark (VmHWM of /proc/self/status) read, never reset, at both ends. A
-call that sets a new high-water mark gets the kernel's exact peak; one that peaks below an earlier
-one gets the sampler's (a peak shorter than the interval can be missed). Resetting VmHWM
-(``echo 5 > /proc/self/clear_refs``) would make the figure exact always, but would take from a job
-its own reading of VmHWM, so it is left to the job (the harness, integration/checkpoint_job.py,
-does it). Process-wide: memory other threads of the job take during the call counts too.
-Imports nothing of torch."""
+"""Host memory a checkpoint call adds, measured (not estimated) from the call's entry to its end:
+the process's resident set size (VmRSS) and its anonymous part (RssAnon) read from
+/proc/self/status at both ends (proc(5)), and the peak between them. The peak is the kernel's own
+high-water mark (VmHWM, read, never reset) when the call set a new one, which is then exact;
+otherwise (the job peaked higher before) it is the highest resident size a sampler read from
+/proc/self/statm every ``INTERVAL`` seconds, which can miss a peak shorter than that. Resetting
+VmHWM (``echo 5 > /proc/self/clear_refs``) would make the figure exact always, but would take from
+a job its own reading of VmHWM, so it is left to the job (the harness,
+integration/checkpoint_job.py, does it). Process-wide: memory other threads of the job take
+during the call counts too. Imports nothing of torch."""
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 from typing import Optional
 
 INTERVAL = 0.002  # seconds between two samples (one pread of /proc/self/statm each)
 _PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+@dataclasses.dataclass(frozen=True)
+class Reading:
+    """/proc/self/status at one moment, in bytes; -1 for a field this kernel does not show."""
+
+    rss: int   # VmRSS: resident set size
+    anon: int  # RssAnon: its anonymous part (Linux 4.5+)
+    hwm: int   # VmHWM: peak resident set size so far
+
+
+def reading() -> Reading:
+    """VmRSS, RssAnon and VmHWM of /proc/self/status now (one read of the file)."""
+    found = {b"VmRSS:": -1, b"RssAnon:": -1, b"VmHWM:": -1}
+    try:
+        with open("/proc/self/status", "rb") as f:
+            for line in f:
+                key = line.split(None, 1)[0] if line.strip() else b""
+                if key in found:
+                    found[key] = int(line.split()[1]) * 1024  # "kB" in the file: KiB
+    except (OSError, ValueError, IndexError):
+        pass
+    return Reading(found[b"VmRSS:"], found[b"RssAnon:"], found[b"VmHWM:"])
 
 
 def resident() -> int:
@@ -26,32 +51,26 @@ def resident() -> int:
         return 0
 
 
-def high_water() -> Optional[int]:
-    """VmHWM of /proc/self/status in bytes (the kernel's peak resident size), None if unreadable."""
-    try:
-        with open("/proc/self/status", "rb") as f:
-            for line in f:
-                if line.startswith(b"VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
-
-
 class Sampler:
-    """The resident set size of the process from start() to stop(): its value at start (`base`),
-    its peak and its value at stop, in bytes."""
+    """Host memory from `entry` (a reading taken at the call's entry, before anything of the
+    package ran) to stop(): `base` / `anon_base` at entry, `last` / `anon_last` at stop, `peak`
+    between, in bytes.
 
-    def __init__(self, interval: float = INTERVAL) -> None:
+    The sampler is one daemon thread for the call: the only way to read the resident size while
+    the call's own thread is inside DCP. A signal timer (setitimer) would take the job's own
+    SIGALRM, and Python runs signal handlers only on the main thread between bytecodes, so never
+    while a write blocks in C; the kernel's VmHWM alone misses any peak below an earlier one."""
+
+    def __init__(self, entry: Optional[Reading] = None, interval: float = INTERVAL) -> None:
         self.interval = interval
-        self.base = self.peak = self.last = 0
-        self._hwm: Optional[int] = None
+        self.entry = entry or reading()
+        self.base, self.anon_base = self.entry.rss, self.entry.anon
+        self.peak = self.last = self.base
+        self.anon_last = self.anon_base
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
 
     def start(self) -> "Sampler":
-        self._hwm = high_water()
-        self.base = self.peak = resident()
         self._thread = threading.Thread(target=self._run, name="uvmchunk-rss-sampler", daemon=True)
         self._thread.start()
         return self
@@ -76,19 +95,24 @@ class Sampler:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
-        self.last = resident()
-        hwm = high_water()
-        if hwm is not None and self._hwm is not None and hwm > self._hwm:
-            self.peak = max(self.peak, hwm)  # a new high-water mark was set during the call: exact
+        end = reading()
+        self.last, self.anon_last = end.rss, end.anon
+        if end.hwm > self.entry.hwm >= 0:
+            self.peak = end.hwm  # a new high-water mark was set during the call: the kernel's exact peak
         self.peak = max(self.peak, self.last)
         return self
 
     @property
     def added_at_peak(self) -> int:
-        """Bytes above the resident size at start, at the call's peak (never negative)."""
+        """Bytes above the resident size at entry, at the call's peak (never negative)."""
         return max(self.peak - self.base, 0)
 
     @property
     def added_after(self) -> int:
-        """Bytes the call left resident above its start (negative when it freed more than it took)."""
+        """Bytes the call left resident above its entry (negative when it released more than it took)."""
         return self.last - self.base
+
+    @property
+    def anon_added_after(self) -> int:
+        """Anonymous bytes the call left resident above its entry (negative: released)."""
+        return self.anon_last - self.anon_base

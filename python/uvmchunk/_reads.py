@@ -31,7 +31,7 @@ import torch
 from torch.futures import Future
 
 from . import _accounting
-from ._config import say_once
+from ._config import say_once, stock
 from ._cuda import rt
 from ._streams import chunk_bytes
 from ._views import Viewer
@@ -338,8 +338,11 @@ _install_lock = threading.Lock()
 
 
 def install() -> None:
-    """Wraps FileSystemReader.read_data for direct reads (idempotent)."""
+    """Wraps FileSystemReader.read_data for direct reads (idempotent); nothing under stock = on."""
     from torch.distributed.checkpoint import filesystem
+
+    if stock():
+        return
 
     cls = filesystem.FileSystemReader
     with _install_lock:

@@ -2,7 +2,12 @@
 dcp.async_save / dcp.load (log level ``notice``, the default; ``log_level = warn`` silences it),
 and with the configuration's ``report`` (``UVMCHUNK_REPORT=FILE``) the same record as one JSON
 object per line appended to FILE. Built on the call's accounting (uvmchunk._accounting), the host
-memory measured while it ran (uvmchunk._memory) and PyTorch's host allocator statistics.
+memory measured from the call's entry to its end (uvmchunk._memory) and PyTorch's host allocator
+statistics. ``bytes`` counts each tensor once: on a load, the bytes read straight from the file
+(``direct_read_bytes``) are the viewed tables' own (``view_bytes``), not more. Under ``stock = on``
+(uvmchunk-run --stock) the package changes nothing and the report is all it does: the line says
+"stock DCP, measured only" and the record has ``"stock": true``. A call that raised says
+``failed (ExceptionType)`` and its record has ``"failed"`` instead of byte figures.
 
 A figure the package cannot know on this PyTorch is left out of the line and the record, never
 guessed: copied bytes are counted where DCP resolves each item (absent when the automatic views are
@@ -17,8 +22,8 @@ import time
 from typing import Any, Optional
 
 from . import _accounting
-from ._config import configuration, log
-from ._memory import Sampler
+from ._config import configuration, log, stock
+from ._memory import Reading, Sampler, reading
 
 _UNITS = ("bytes", "KiB", "MiB", "GiB", "TiB")
 
@@ -70,22 +75,37 @@ def _pinned_handed_out() -> Optional[int]:
     return None
 
 
+def entry() -> tuple[Reading, float]:
+    """What a wrapped entry point reads first, before anything else of the package runs: host
+    memory (uvmchunk._memory.reading) and the time (time.monotonic, seconds)."""
+    return reading(), time.monotonic()
+
+
 class Report:
-    """What is measured around one call: started by ``start`` before the call, finished by
+    """What is measured around one call: from `at_entry` (``entry()`` at the wrapper's entry) to
     ``finish`` after it (for dcp.async_save: when its upload completed)."""
 
-    def __init__(self, call: _accounting.Call) -> None:
+    def __init__(self, call: _accounting.Call, at_entry: Optional[tuple[Reading, float]] = None) -> None:
         self.call = call
-        self.pinned0 = _pinned_handed_out()
-        self.t0 = time.monotonic()
+        mem, self.t0 = at_entry or entry()
         self.t1: Optional[float] = None
-        self.sampler = Sampler().start()
+        self.failed: Optional[str] = None  # the exception's type name, when the call raised
+        self.pinned0 = _pinned_handed_out()
+        self.sampler = Sampler(mem).start()
 
     def record(self) -> dict[str, Any]:
         """The call's record: sizes in bytes, times in seconds; only figures known on this PyTorch."""
         c, s = self.call.counts, self.sampler
         rec: dict[str, Any] = {"rank": _rank(), "pid": os.getpid(), "call": self.call.kind,
                                "time": round(time.time(), 3), "seconds": round((self.t1 or time.monotonic()) - self.t0, 6)}
+        if stock():
+            rec["stock"] = True
+        rec.update(host_peak_added_bytes=s.added_at_peak, host_after_added_bytes=s.added_after,
+                   host_anon_after_added_bytes=s.anon_added_after, host_resident_before_bytes=s.base,
+                   host_anon_before_bytes=s.anon_base)
+        if self.failed is not None:  # what it moved before it raised is no figure of a checkpoint
+            rec["failed"] = self.failed
+            return rec
         if self.call.kind == "dcp.async_save":
             rec["returned_seconds"] = round(self.call.seconds, 6)  # async_save's own return
         for field in ("view_tensors", "view_bytes"):
@@ -98,17 +118,17 @@ class Report:
         for field, v in c.items():  # what other paths add (direct reads, spill, ...): when non-zero
             if v and field not in rec:
                 rec[field] = v
-        rec["bytes"] = rec["view_bytes"] + rec.get("copied_bytes", 0) + c.get("direct_read_bytes", 0)
-        rec["host_peak_added_bytes"] = s.added_at_peak
-        rec["host_after_added_bytes"] = s.added_after
-        rec["host_resident_before_bytes"] = s.base
+        # each tensor once: a load's direct reads went into the viewed tables (view_bytes)
+        rec["bytes"] = rec["view_bytes"] + rec.get("copied_bytes", 0)
         return rec
 
-    def finish(self) -> Optional[dict[str, Any]]:
-        """Stops the measurement, says the line, appends the JSON record; never raises."""
+    def finish(self, failed: Optional[str] = None) -> Optional[dict[str, Any]]:
+        """Stops the measurement, says the line, appends the JSON record; never raises. `failed`:
+        the type name of the exception the call raised."""
         _pending_async.discard(id(self.call))
         try:
             self.t1 = time.monotonic()
+            self.failed = failed
             self.sampler.stop()
             rec = self.record()
             _hand_totals_to_library()
@@ -122,18 +142,34 @@ class Report:
             return None
 
 
+def _host(rec: dict[str, Any]) -> str:
+    """Host memory the call added: at its peak, and what it left resident (or released) after."""
+    after = rec["host_after_added_bytes"]
+    left = f"+{size_text(after)} after" if after >= 0 else f"released {size_text(-after)} after"
+    return f"host +{size_text(rec['host_peak_added_bytes'])} at peak, {left}"
+
+
 def line(rec: dict[str, Any]) -> str:
     """The record as one line (without the ``uvmchunk: `` prefix log adds)."""
     secs = rec["seconds"]
+    head = f"rank {rec['rank']} {rec['call']}" + (" (stock DCP, measured only)" if rec.get("stock") else "")
+    if "failed" in rec:
+        return f"{head} failed ({rec['failed']}) after {secs:.2f} s; {_host(rec)}"
+    n = rec["view_tensors"]
+    if "copied_bytes" in rec and rec["bytes"] == 0 and not rec.get("spilled_bytes"):
+        # no CUDA tensor was resolved: nothing of this checkpoint went through the library
+        what = "no CUDA tensors in this checkpoint" if rec.get("stock") else \
+            "no managed tensors in this checkpoint; the library did nothing"
+        return f"{head} in {secs:.2f} s: {what}; {_host(rec)}"
     rate = f" ({size_text(rec['bytes'] / secs)}/s)" if secs > 0 and rec["bytes"] else ""
     load = rec["call"] == "dcp.load"
     parts = []
-    n = rec["view_tensors"]
     owner = "table's" if n == 1 else "tables'"
-    parts.append(f"{size_text(rec['view_bytes'])} {'read into' if load else 'written from'} {n} managed {owner} pages"
-                 if n else "no managed table's pages viewed")
-    if rec.get("direct_read_bytes"):
-        parts.append(f"{size_text(rec['direct_read_bytes'])} read from the file straight into managed pages")
+    direct = rec.get("direct_read_bytes")
+    if n or not rec.get("stock"):  # stock views nothing, by design: not said
+        parts.append(f"{size_text(rec['view_bytes'])} {'read into' if load else 'written from'} {n} managed {owner} pages"
+                     + (f" ({size_text(direct)} of them straight from the file)" if direct else "")
+                     if n else "no managed table's pages viewed")
     if "copied_bytes" in rec:
         pinned = rec.get("copied_pinned_bytes")
         parts.append(f"{size_text(rec['copied_bytes'])} copied"
@@ -144,10 +180,7 @@ def line(rec: dict[str, Any]) -> str:
         parts.append(f"{size_text(rec['spilled_bytes'])} staged in a file-backed mapping")
     if rec.get("bounce_bytes"):
         parts.append(f"bounce buffer {size_text(rec['bounce_bytes'])}")
-    after = rec["host_after_added_bytes"]
-    text = (f"rank {rec['rank']} {rec['call']} {size_text(rec['bytes'])} in {secs:.2f} s{rate}: "
-            f"{', '.join(parts)}; host +{size_text(rec['host_peak_added_bytes'])} at peak, "
-            f"{'+' if after >= 0 else ''}{size_text(after)} after")
+    text = f"{head} {size_text(rec['bytes'])} in {secs:.2f} s{rate}: {', '.join(parts)}; {_host(rec)}"
     if rec.get("stock_pinned_bytes"):
         text += f" (stock: {size_text(rec['stock_pinned_bytes'])} page-locked)"
     return text
@@ -196,9 +229,11 @@ def append(path: str, rec: dict[str, Any]) -> None:
 _pending_async: set[int] = set()  # async_save calls whose upload has not completed
 
 
-def start(call: _accounting.Call, args: tuple, kwargs: dict) -> Optional[Report]:
+def start(call: _accounting.Call, args: tuple, kwargs: dict,
+          at_entry: Optional[tuple[Reading, float]] = None) -> Optional[Report]:
     """Starts measuring `call` (opened by _accounting.begin just before) of a wrapped entry point
-    called with `args` / `kwargs`; None when it cannot (said once). dcp.async_save stages a copy of
+    called with `args` / `kwargs`, from `at_entry` (``entry()`` read first by the wrapper); None
+    when it cannot (said once). dcp.async_save stages a copy of
     every CUDA tensor of its state dict (torch/distributed/checkpoint/state_dict_saver.py): those
     bytes are its copies."""
     try:
@@ -210,22 +245,34 @@ def start(call: _accounting.Call, args: tuple, kwargs: dict) -> Optional[Report]
             state = kwargs.get("state_dict", args[0] if args else None)
             _accounting.add("copied_bytes", _cuda_bytes(state))
             _accounting.note("copies_counted", True)
-        return Report(call)
+        return Report(call, at_entry)
     except Exception as e:  # noqa: BLE001
         log("warn", f"no report of this checkpoint ({type(e).__name__}: {e})")
         return None
 
 
-def done(report: Optional[Report], result: Any) -> None:
-    """Finishes `report` once the call is over: now, or for dcp.async_save when its upload
-    completed (the Future it returned, or AsyncSaveResponse.upload_completion)."""
+def done(report: Optional[Report], result: Any, error: Optional[BaseException] = None) -> None:
+    """Finishes `report` once the call is over: now (`error`: what it raised), or for
+    dcp.async_save when its upload completed (the Future it returned, or
+    AsyncSaveResponse.upload_completion), failed when that Future holds an exception; never raises."""
     if report is None:
         return
-    upload = getattr(result, "upload_completion", result) if report.call.kind == "dcp.async_save" else None
-    if upload is not None and hasattr(upload, "add_done_callback"):
-        upload.add_done_callback(lambda _f: report.finish())
-    else:
-        report.finish()
+    try:
+        upload = getattr(result, "upload_completion", result) if report.call.kind == "dcp.async_save" else None
+        if error is None and upload is not None and hasattr(upload, "add_done_callback"):
+            upload.add_done_callback(lambda f: report.finish(_future_failure(f)))
+        else:
+            report.finish(None if error is None else type(error).__name__)
+    except Exception as e:  # noqa: BLE001  (a report must never fail a checkpoint)
+        log("warn", f"no report of this checkpoint ({type(e).__name__}: {e})")
+
+
+def _future_failure(f: Any) -> Optional[str]:
+    """The type name of what a completed Future raised (CancelledError when cancelled), else None."""
+    if f.cancelled():
+        return "CancelledError"
+    e = f.exception()
+    return None if e is None else type(e).__name__
 
 
 def resolved(before: Any, after: Any, call: Optional[_accounting.Call] = None) -> None:

@@ -12,6 +12,7 @@ from typing import Any, Optional
 import torch
 
 from . import _accounting
+from ._config import stock
 from ._cuda import rt
 
 def _nbytes(t: torch.Tensor) -> int:
@@ -76,9 +77,10 @@ class Viewer:
         self._handed: set[tuple[int, int]] = set()
         self._lock = threading.Lock()  # FileSystemWriter(thread_count > 1) resolves from several threads
         self.call = _accounting.current()  # made on the caller's thread: its views count there
+        self.inert = stock()  # stock = on (uvmchunk-run --stock): no view, DCP's own path for everything
 
     def eligible(self, t: Any) -> bool:
-        if (not isinstance(t, torch.Tensor) or t.device.type != "cuda" or t.layout != torch.strided
+        if (self.inert or not isinstance(t, torch.Tensor) or t.device.type != "cuda" or t.layout != torch.strided
                 or t.is_quantized or t.numel() == 0 or not t.is_contiguous() or t.is_conj() or t.is_neg()):
             return False
         runtime = rt()

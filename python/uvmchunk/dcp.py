@@ -36,7 +36,7 @@ from typing import Any, Optional
 import torch
 from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner, DefaultSavePlanner
 
-from . import _reads
+from . import _reads, _report
 from ._cuda import rt
 from ._views import Viewer, views_taken
 
@@ -63,7 +63,11 @@ class ZeroCopySaveMixin:
     def resolve_data(self, write_item):
         obj = super().resolve_data(write_item)
         viewer = getattr(self, "zero_copy", None)
-        return obj if viewer is None else viewer.save_view(self, obj)
+        if viewer is None:
+            return obj
+        out = viewer.save_view(self, obj)
+        _report.resolved(obj, out, viewer.call)  # counted here only (uvmchunk._auto skips mixins)
+        return out
 
 
 class ZeroCopyLoadMixin:
@@ -81,7 +85,11 @@ class ZeroCopyLoadMixin:
     def resolve_tensor(self, read_item):
         t = super().resolve_tensor(read_item)
         viewer = getattr(self, "zero_copy", None)
-        return t if viewer is None else viewer.load_view(t)
+        if viewer is None:
+            return t
+        out = viewer.load_view(t)
+        _report.resolved(t, out, viewer.call)  # counted here only (uvmchunk._auto skips mixins)
+        return out
 
 
 class ZeroCopySavePlanner(ZeroCopySaveMixin, DefaultSavePlanner):

@@ -1,4 +1,4 @@
-"""uvmchunk-run [--config FILE] [--static-runtime] [--] COMMAND [ARG...]: runs COMMAND (and every
+"""uvmchunk-run [--config FILE] [--static-runtime] [--stock] [--] COMMAND [ARG...]: runs COMMAND (and every
 process it starts, e.g. torchrun's workers) with libuvmchunk.so first in LD_PRELOAD, keeping what was
 there. Before that it checks the configuration the library will read (the file and every UVMCHUNK_*
 variable) with the library's own parser, the uvmchunk-config helper shipped next to the library, and
@@ -13,7 +13,7 @@ from typing import NoReturn, Optional, Sequence
 
 from . import __version__, _preload_entries, library_path, preload_env
 
-USAGE = "usage: uvmchunk-run [--config FILE] [--static-runtime] [--] COMMAND [ARG...]"
+USAGE = "usage: uvmchunk-run [--config FILE] [--static-runtime] [--stock] [--] COMMAND [ARG...]"
 HELP = f"""{USAGE}
 
 Runs COMMAND, and every process it starts, with libuvmchunk.so first in LD_PRELOAD (what was
@@ -25,6 +25,11 @@ is not started (exit 2).
 
   --static-runtime  libuvmchunk-dlsym.so goes before it (x86-64), so programs with a statically
                     linked CUDA runtime (nvcc's default) are served too
+  --stock           measure only (UVMCHUNK_STOCK=1): every copy and checkpoint runs as stock
+                    PyTorch runs it; each dcp.save / async_save / load still says its
+                    'uvmchunk:' line ("stock DCP, measured only") and, with UVMCHUNK_REPORT=FILE,
+                    appends its JSON record ("stock": true): bytes, host memory added,
+                    page-locked bytes, seconds, to hold against the same job without --stock
   --help            this text
   --version         the version"""
 
@@ -90,6 +95,8 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
             env_extra["UVMCHUNK_CONFIG"] = os.path.abspath(a.split("=", 1)[1])
         elif a == "--static-runtime":
             static_runtime = True
+        elif a == "--stock":
+            env_extra["UVMCHUNK_STOCK"] = "on"  # the library and the package read it (config key stock)
         else:
             _fail(f"unknown option {a} (put -- before a command that starts with -); {USAGE}")
     if not args or not args[0]:

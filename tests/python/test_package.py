@@ -37,6 +37,36 @@ def test_a_message_is_one_line(monkeypatch, capsys):
     assert "reported For debugging" in err, err
 
 
+def _record(**kw):
+    rec = {"rank": 0, "call": "dcp.save", "seconds": 0.5, "view_tensors": 1, "view_bytes": 64 << 20,
+           "copied_bytes": 0, "bytes": 64 << 20, "host_peak_added_bytes": 2 << 20, "host_after_added_bytes": 4096}
+    rec.update(kw)
+    return rec
+
+
+@pytest.mark.parametrize("kw, says, never", [
+    ({}, "dcp.save 64 MiB in 0.50 s (128 MiB/s): 64 MiB written from 1 managed table's pages, 0 bytes copied; "
+         "host +2 MiB at peak, +4 KiB after", None),
+    ({"host_after_added_bytes": -110592}, "host +2 MiB at peak, released 108 KiB after", "-108"),
+    ({"call": "dcp.load", "direct_read_bytes": 64 << 20},
+     "dcp.load 64 MiB in 0.50 s (128 MiB/s): 64 MiB read into 1 managed table's pages (64 MiB of them straight "
+     "from the file)", "128 MiB in"),
+    ({"view_tensors": 0, "view_bytes": 0, "bytes": 0},
+     "dcp.save in 0.50 s: no managed tensors in this checkpoint; the library did nothing; host +2 MiB", "0 bytes in"),
+    ({"failed": "CheckpointException"}, "dcp.save failed (CheckpointException) after 0.50 s; host +2 MiB", "64 MiB"),
+    ({"stock": True, "view_tensors": 0, "view_bytes": 0, "copied_bytes": 64 << 20, "copied_pinned_bytes": 64 << 20},
+     "dcp.save (stock DCP, measured only) 64 MiB in 0.50 s (128 MiB/s): 64 MiB copied (64 MiB of page-locked "
+     "blocks); host +2 MiB at peak", "viewed"),
+])
+def test_report_line_words(kw, says, never):
+    """The per-checkpoint line (uvmchunk._report.line) for a record: each table's bytes once (a
+    load's direct reads are its views' bytes), memory that went down said as released, a call with
+    no CUDA tensor, a failed call, and stock's measured-only run."""
+    from uvmchunk._report import line
+    text = line(_record(**kw))
+    assert says in text and (never is None or never not in text), text
+
+
 def test_a_message_is_one_write(monkeypatch):
     """log() hands stderr each line in one write (print() writes the text and its newline apart,
     so two ranks sharing a pipe interleave: "... afteruvmchunk: rank 1 ...")."""
