@@ -49,12 +49,6 @@ class Room:
     limit: Optional[int]
     source: str
 
-    def describe(self) -> str:
-        """Where the room comes from, as a person reads it."""
-        if self.limit is None:
-            return "MemAvailable"
-        return f"the room under {self.source}"
-
 
 def _root() -> str:
     return os.environ.get(TEST_ROOT_ENV, "").rstrip("/")
