@@ -3,7 +3,7 @@ subprocess on the simulated runtime with or without the library, like torch_body
 they use). Prints one line `RESULT <json>`.
 
 usage: python spill_body.py spill --dir CKPT --watch DIR [--size BYTES] [--mode default|writer|pinned]
-                            [--no-overwrite] [--hold] [--cached]
+                            [--no-overwrite] [--hold] [--cached] [--no-cpu-preference]
        python spill_body.py sharded --dir CKPT --watch DIR [--size BYTES] [--mode default|writer]
 
 A small managed table (8 MiB), a large one (--size) and a 4 MiB ordinary CUDA tensor are saved with
@@ -22,7 +22,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch  # noqa: E402
 
-from torch_body import _status_kib, cuda_from, pattern, result  # noqa: E402
+from torch_body import _status_kib, cuda_from, pattern, result, unset_cpu_preference  # noqa: E402
 
 MIB = 1 << 20
 FILL = 0x5A
@@ -98,6 +98,8 @@ def body_spill(a):
     sizes = {"small": 8 * MIB, "table": a.size}
     state = {k: cuda_from(pattern(n, i + 1), managed=True) for i, (k, n) in enumerate(sizes.items())}
     state["dense"] = cuda_from(pattern(4 * MIB, 9), managed=False)
+    if a.no_cpu_preference:  # the CPU may not read it while the device works: copied, not written by pwrite
+        unset_cpu_preference(state["table"])
     fill = torch.full((4 * MIB,), FILL, dtype=torch.uint8)
     gate, writing = threading.Event(), threading.Event()
     orig_write = FileSystemWriter.write_data
@@ -261,6 +263,7 @@ def main():
     p.add_argument("--no-overwrite", action="store_true")
     p.add_argument("--hold", action="store_true")
     p.add_argument("--cached", action="store_true")  # sample the spill files' page cache too
+    p.add_argument("--no-cpu-preference", action="store_true")  # the large table without FBGEMM's advice
     a = p.parse_args()
     globals()["body_" + a.body](a)
 
