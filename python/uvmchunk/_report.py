@@ -118,6 +118,8 @@ class Report:
         for field, v in c.items():  # what other paths add (direct reads, spill, ...): when non-zero
             if v and field not in rec:
                 rec[field] = v
+        # async_save: its async_memory_budget and the memory limit that set it (uvmchunk._spill)
+        rec.update(self.call.notes.get("async_memory_budget", {}))
         # each tensor once: a load's direct reads went into the viewed tables (view_bytes)
         rec["bytes"] = rec["view_bytes"] + rec.get("copied_bytes", 0)
         return rec
@@ -177,7 +179,9 @@ def line(rec: dict[str, Any]) -> str:
     elif rec.get("copied_pinned_bytes"):
         parts.append(f"{size_text(rec['copied_pinned_bytes'])} of page-locked blocks")
     if rec.get("spilled_bytes"):
-        parts.append(f"{size_text(rec['spilled_bytes'])} staged in a file-backed mapping")
+        budget = (f" (budget {size_text(rec['async_memory_budget_bytes'])}: {rec['async_memory_budget_from']})"
+                  if "async_memory_budget_bytes" in rec else "")
+        parts.append(f"{size_text(rec['spilled_bytes'])} staged in a file-backed mapping{budget}")
     if rec.get("bounce_bytes"):
         parts.append(f"bounce buffer {size_text(rec['bounce_bytes'])}")
     text = f"{head} {size_text(rec['bytes'])} in {secs:.2f} s{rate}: {', '.join(parts)}; {_host(rec)}"

@@ -15,11 +15,13 @@ storages only; the copy itself stays PyTorch's (same call, stream and synchronis
 
 Each spilled storage is a file made in the spill folder with O_TMPFILE (else made and unlinked at
 once), so no name exists even after kill -9, with its blocks reserved by posix_fallocate before
-any byte is copied (a full disk is found then, never as SIGBUS halfway), filled by pwrite straight
-from the table's pages where the CPU may read them (``_fill``; else PyTorch's copy fills the
-mapping), and mapped MAP_SHARED by ``torch.UntypedStorage.from_file`` of /proc/self/fd/N. When the upload completes or fails, its
-blocks and page cache are dropped (FALLOC_FL_PUNCH_HOLE: a late reader would see zeros, never a
-fault) and the descriptor closed; the mapping goes with the last reference to the storage. A
+any byte is copied (a full disk is found then, never as SIGBUS halfway), mapped MAP_SHARED by
+``torch.UntypedStorage.from_file`` of /proc/self/fd/N, and filled per 64 MiB block by pwrite
+straight from the table's pages where the CPU may read them, else by PyTorch's copy (``_fill``).
+The page cache is charged to the job's cgroup like its own memory, so each block is written back
+and dropped once filled, and again once the upload wrote it out (``upload_hook``). When the upload
+completes or fails, its blocks and page cache are dropped (FALLOC_FL_PUNCH_HOLE: a late reader
+would see zeros, never a fault) and the descriptor closed; the mapping goes with the last reference to the storage. A
 caching stager's copy (2.8's cache_staged_state_dict) is reused by the next call, so it keeps its
 blocks and is released with the stager."""
 from __future__ import annotations
@@ -36,7 +38,7 @@ from typing import Any, Callable, Optional
 
 import torch
 
-from . import _accounting
+from . import _accounting, _limits
 from ._config import configuration, log, say_once
 
 MIB = 1 << 20
@@ -55,9 +57,17 @@ def _fds_kept() -> int:
 RESERVE = 64 * MIB  # free space a spill leaves on its file system beyond what it and the checkpoint need
 _FALLOC_PUNCH = 0x01 | 0x02  # FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE (linux/falloc.h)
 
+_MADV_PAGEOUT = 21  # asm-generic/mman-common.h (Linux 5.4): reclaim the range; never loses a byte
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long]
+_libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
 _tls = threading.local()  # .spill: the Spill of the async_save this thread stages for
+_regions_lock = threading.Lock()
+# address of each mapped spill file whose descriptor is kept -> (the mapping's end, the descriptor):
+# the upload's writes from them drop their pages (upload_hook); removed when the spill is released
+_regions: dict[int, tuple[int, int]] = {}
 
 
 class SpillRefused(RuntimeError):
@@ -70,18 +80,6 @@ def fs_type(path: str) -> Optional[int]:
     if _libc.statfs(os.fsencode(path), buf) != 0:
         return None
     return ctypes.c_ulong.from_buffer(buf).value & 0xFFFFFFFF
-
-
-def mem_available() -> int:
-    """MemAvailable of /proc/meminfo in bytes (0 when unreadable)."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0
 
 
 def _size_text(n: int) -> str:
@@ -171,7 +169,7 @@ class Spill:
     def storage(self, source: torch.Tensor, pinned: bool,
                 persistent: bool = False) -> Optional[tuple[torch.UntypedStorage, bool]]:
         """A spilled CPU storage for the bytes of `source` (a contiguous managed CUDA tensor), and
-        whether it already holds them (written by pwrite: see _fill), or None: stage it in memory,
+        whether it already holds them (written by _fill), or None: stage it in memory,
         as PyTorch would (below the budget, or no folder with room). `pinned`: the stager would
         have page-locked it (said once); `persistent`: a caching stager keeps it beyond the upload."""
         nbytes = source.numel() * source.element_size()
@@ -238,8 +236,8 @@ class Spill:
             return None
         try:
             os.posix_fallocate(fd, 0, nbytes)  # blocks reserved before any byte is copied
-            filled = _fill(fd, source, nbytes)
             st = torch.UntypedStorage.from_file(f"/proc/self/fd/{fd}", True, nbytes)
+            filled = _fill(fd, source, nbytes, st)
         except (OSError, RuntimeError) as e:
             os.close(fd)
             why = os.strerror(e.errno) if isinstance(e, OSError) and e.errno else str(e)
@@ -252,6 +250,8 @@ class Spill:
                 keep = len(self.fds) < self.fds_kept
                 if keep:
                     self.fds.append(fd)
+                    with _regions_lock:
+                        _regions[st.data_ptr()] = (st.data_ptr() + nbytes, fd)
             if not keep:
                 say_once("spill-fds", "debug", f"more than {self.fds_kept} spill files in one call: the next are not "
                          "punched after the upload (their pages go when the staged copy is freed)")
@@ -286,6 +286,9 @@ class Spill:
         their descriptors closed; each mapping goes with the last reference to its storage."""
         with self._lock:
             fds, self.fds = self.fds, []
+        with _regions_lock:  # before the descriptors close: no drop runs on a closed one
+            for start in [s for s, (_, fd) in _regions.items() if fd in fds]:
+                del _regions[start]
         for fd in fds:
             size = os.fstat(fd).st_size
             if size and _libc.fallocate(fd, _FALLOC_PUNCH, 0, size) != 0:
@@ -296,31 +299,112 @@ class Spill:
             self.call.notes["upload_seconds"] = time.monotonic() - self.started
 
 
-def _fill(fd: int, source: torch.Tensor, nbytes: int) -> bool:
-    """Writes the bytes of `source` into the spill file with pwrite, straight from its managed pages,
-    once the work queued on this thread's current stream of its device (where PyTorch's copy would
-    be ordered: a DefaultStager's staging stream inside its stream context) has completed. Only for a
-    source the CPU may read while the device works (uvmchunk._views.Viewer's test: contiguous,
-    managed, preferring the CPU, concurrent managed access); False: PyTorch's copy fills the mapping.
-    Why not always the copy into the mapping: each first write to a page of a file whose blocks
-    fallocate reserved converts an unwritten extent (ext4), which made that copy about 4x slower than
-    one into anonymous memory here, where pwrite of the same bytes cost 1.2x."""
+def _fill(fd: int, source: torch.Tensor, nbytes: int, mapped: torch.UntypedStorage) -> bool:
+    """Fills the spill file (`mapped`: its mapping) with the bytes of `source` block by block,
+    each block's page cache dropped once written (drop_cache), so the spill never holds more than
+    a block of page cache. A source the CPU may read while the device works (uvmchunk._views.Viewer's
+    test: contiguous, managed, preferring the CPU, concurrent managed access) is written with pwrite
+    straight from its managed pages, once the work queued on this thread's current stream of its
+    device (where PyTorch's copy would be ordered: a DefaultStager's staging stream inside its
+    stream context) has completed: each first write to a page of a file whose blocks fallocate
+    reserved converts an unwritten extent (ext4), which made a copy into the mapping about 4x
+    slower than one into anonymous memory here, where pwrite of the same bytes cost 1.2x. Another
+    contiguous source is copied into the mapping by PyTorch's copy_, per block, on the same
+    stream; a copy to pageable memory returns once complete (CUDA Runtime API, "API
+    synchronization behavior"), so its pages are written when dropped. False (a strided source):
+    PyTorch's copy fills the mapping, whole, and its cache goes with the upload's reads."""
     from ._cuda import rt
     from ._views import Viewer
 
-    if not Viewer(any_managed=False).eligible(source):
+    if Viewer(any_managed=False).eligible(source):
+        runtime = rt()
+        device = source.device.index if source.device.index is not None else torch.cuda.current_device()
+        runtime.wait_current_stream(device)
+        view = memoryview((ctypes.c_char * nbytes).from_address(source.data_ptr())).cast("B")
+        off = 0
+        while off < nbytes:
+            n = os.pwrite(fd, view[off:off + BLOCK], off)
+            drop_cache(fd, off, n)
+            off += n
+        return True
+    if not source.is_contiguous():
         return False
-    runtime = rt()
-    device = source.device.index if source.device.index is not None else torch.cuda.current_device()
-    runtime.wait_current_stream(device)
-    view = memoryview((ctypes.c_char * nbytes).from_address(source.data_ptr())).cast("B")
-    off = 0
-    while off < nbytes:
-        off += os.pwrite(fd, view[off:off + _PWRITE_BLOCK], off)
+    src = torch.empty(0, dtype=torch.uint8, device=source.device).set_(
+        source.untyped_storage(), source.storage_offset() * source.element_size(), (nbytes,))
+    dst = torch.empty(0, dtype=torch.uint8).set_(mapped, 0, (nbytes,))
+    for off in range(0, nbytes, BLOCK):
+        n = min(BLOCK, nbytes - off)
+        dst[off:off + n].copy_(src[off:off + n])
+        drop_cache(fd, off, n, dst.data_ptr() + off)
     return True
 
 
-_PWRITE_BLOCK = 64 * MIB
+def drop_cache(fd: int, offset: int, length: int, address: Optional[int] = None) -> None:
+    """Writes back and drops the spill file's page cache in [offset, offset + length) (`address`:
+    where the range is mapped in this process, if it was touched through the mapping): a cgroup is
+    charged for the page cache its processes touch (cgroup-v2.rst "Memory Ownership", cgroup-v1
+    memory.rst 2.2.1 "Accounting details"), so a spill left in the cache would take the
+    container's room all the same, and dirty pages cannot even be reclaimed. fdatasync(2) first:
+    both POSIX_FADV_DONTNEED (posix_fadvise(2)) and reclaim drop only clean pages. A mapped page is
+    skipped by POSIX_FADV_DONTNEED; MADV_PAGEOUT (madvise(2), Linux 5.4; EINVAL before, then the
+    pages are left to the kernel's reclaim) unmaps and reclaims it, and on any mapping only pages
+    out, so even a stale address would lose no byte. Called per block of 64 MiB: one flush per
+    block. Best effort: a failure is said once (debug), never raised."""
+    try:
+        os.fdatasync(fd)
+        if address is not None:
+            lo = address & ~(_PAGE - 1)
+            _libc.madvise(lo, address + length - lo, _MADV_PAGEOUT)
+        os.posix_fadvise(fd, offset, length, os.POSIX_FADV_DONTNEED)
+    except OSError as e:
+        say_once("spill-drop", "debug", f"spill file's page cache not dropped ({os.strerror(e.errno or errno.EIO)})")
+
+
+BLOCK = 64 * MIB  # bytes per pwrite of a spill file, and per write of the upload from a spill mapping
+
+
+def upload_hook() -> Optional[Callable[[memoryview], None]]:
+    """For a stream the upload writes (uvmchunk._streams.in_pieces): a function to call with each
+    piece written, which drops the spill's pages the piece came from; None while no spill is mapped."""
+    with _regions_lock:
+        return _uploaded if _regions else None
+
+
+def _uploaded(piece: memoryview) -> None:
+    """The upload wrote `piece`: the pages of the spill mappings it lies in, which it read through
+    the mapping, are dropped (drop_cache)."""
+    start = _address(piece)
+    if start is None:
+        return
+    end = start + piece.nbytes
+    with _regions_lock:
+        hits = [(s, e, fd) for s, (e, fd) in _regions.items() if s < end and start < e]
+    for s, e, fd in hits:
+        lo, hi = max(start, s), min(end, e)
+        drop_cache(fd, lo - s, hi - lo, lo)
+
+
+class _PyBuffer(ctypes.Structure):
+    """Py_buffer (Python's buffer protocol, Include/pybuffer.h)."""
+    _fields_ = [("buf", ctypes.c_void_p), ("obj", ctypes.c_void_p), ("len", ctypes.c_ssize_t),
+                ("itemsize", ctypes.c_ssize_t), ("readonly", ctypes.c_int), ("ndim", ctypes.c_int),
+                ("format", ctypes.c_char_p), ("shape", ctypes.c_void_p), ("strides", ctypes.c_void_p),
+                ("suboffsets", ctypes.c_void_p), ("internal", ctypes.c_void_p)]
+
+
+def _address(view: memoryview) -> Optional[int]:
+    """The address of a contiguous buffer's first byte (torch.save hands its stream a read-only
+    memoryview of a storage, which ctypes' from_buffer refuses), or None."""
+    buf = _PyBuffer()
+    try:
+        if ctypes.pythonapi.PyObject_GetBuffer(ctypes.py_object(view), ctypes.byref(buf), 0) != 0:  # PyBUF_SIMPLE
+            return None
+    except BufferError:  # not contiguous (ctypes.pythonapi raises the error it set)
+        return None
+    try:
+        return buf.buf
+    finally:
+        ctypes.pythonapi.PyBuffer_Release(ctypes.byref(buf))
 
 
 def active() -> Optional[Spill]:
@@ -342,11 +426,22 @@ def new_spill(kwargs: dict[str, Any]) -> Optional[Spill]:
                  "copy is moved to shared memory)")
         return None
     budget_text = cfg.get("async_memory_budget", "auto")
+    room = None
     if budget_text == "auto":
-        budget, why = mem_available() // 4, "a quarter of MemAvailable"
+        # the room under the container's cgroup limit, read now: /proc/meminfo is the host's there
+        room = _limits.memory_room()
+        budget = room.room // 4
+        why = ("a quarter of MemAvailable" if room.limit is None
+               else f"a quarter of the room under the {_size_text(room.limit)} limit of {room.source}")
     else:
         budget, why = _parse_size(budget_text), "async_memory_budget"
-    return Spill(budget, why, mode, _spill_dir(cfg.get("async_spill_dir", "")), checkpoint_dir(kwargs))
+    spill = Spill(budget, why, mode, _spill_dir(cfg.get("async_spill_dir", "")), checkpoint_dir(kwargs))
+    # for the per-checkpoint report (uvmchunk._report): the budget and the limit it came from
+    said = {"async_memory_budget_bytes": budget, "async_memory_budget_from": why}
+    if room is not None and room.limit is not None:
+        said.update(memory_limit_bytes=room.limit, memory_limit_file=room.source)
+    _accounting.note("async_memory_budget", said, spill.call)
+    return spill
 
 
 def _spill_dir(escaped: str) -> str:

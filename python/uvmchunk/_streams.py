@@ -36,15 +36,19 @@ def chunk_bytes() -> int:
 
 class PieceWriter:
     """A writable stream whose ``write`` hands the stream it wraps at most `piece` bytes per call,
-    slices of the caller's buffer (no copy); every other attribute is the stream's own."""
+    slices of the caller's buffer (no copy); every other attribute is the stream's own. `after`:
+    called with each contiguous piece once the stream took it."""
 
-    def __init__(self, stream: Any, piece: int) -> None:
-        self._stream, self._piece = stream, piece
+    def __init__(self, stream: Any, piece: int, after: Optional[Callable[[memoryview], None]] = None) -> None:
+        self._stream, self._piece, self._after = stream, piece, after
 
     def write(self, data: Any) -> int:
         view = memoryview(data)
         if view.nbytes <= self._piece or not view.c_contiguous:  # torch.save's records are contiguous
-            return self._stream.write(data)
+            n = self._stream.write(data)
+            if self._after is not None and view.c_contiguous:
+                self._after(view)
+            return n
         view = view.cast("B")
         done = 0
         while done < len(view):
@@ -55,6 +59,8 @@ class PieceWriter:
             if n <= 0:
                 raise OSError(f"uvmchunk: {type(self._stream).__qualname__}.write took no bytes "
                               f"after {done} of {len(view)}")
+            if self._after is not None:
+                self._after(view[done:done + n])
             done += n
         return done
 
@@ -84,11 +90,22 @@ def _local(stream: Any) -> bool:
 
 def in_pieces(create_stream: Callable) -> Callable:
     """`create_stream` (a FileSystemBase's, as DCP's writer threads call it) whose writable streams
-    that are not local files take writes in pieces; readable and local streams are its own."""
+    that are not local files take writes in pieces; readable streams are its own, and so are local
+    ones but while an async_save's spill is mapped (uvmchunk._spill.upload_hook): then they take
+    writes in pieces too, and on either kind the spill's pages a piece was written from are dropped
+    after it."""
     @contextlib.contextmanager
     def create(path: Any, mode: str) -> Iterator[Any]:
         with create_stream(path, mode) as stream:
-            yield stream if "w" not in mode or _local(stream) else PieceWriter(stream, chunk_bytes())
+            if "w" not in mode:
+                yield stream
+                return
+            from . import _spill  # imports torch: only once a save writes
+            hook = _spill.upload_hook()
+            if not _local(stream):
+                yield PieceWriter(stream, chunk_bytes(), hook)
+            else:
+                yield stream if hook is None else PieceWriter(stream, _spill.BLOCK, hook)
 
     return create
 

@@ -3,7 +3,7 @@ subprocess on the simulated runtime with or without the library, like torch_body
 they use). Prints one line `RESULT <json>`.
 
 usage: python spill_body.py spill --dir CKPT --watch DIR [--size BYTES] [--mode default|writer|pinned]
-                            [--no-overwrite] [--hold]
+                            [--no-overwrite] [--hold] [--cached] [--no-cpu-preference]
        python spill_body.py sharded --dir CKPT --watch DIR [--size BYTES] [--mode default|writer]
 
 A small managed table (8 MiB), a large one (--size) and a 4 MiB ordinary CUDA tensor are saved with
@@ -11,7 +11,8 @@ dcp.async_save while the upload is held back (FileSystemWriter.write_data waits 
 after async_save returns both tables are overwritten (unless --no-overwrite); while the upload waits,
 the spill files mapped from --watch and the names in it are recorded; then the upload runs and the
 checkpoint is loaded back. RssAnon (/proc/self/status) is sampled every 2 ms from before the call
-until after the upload. --hold: print HOLDING once the upload waits and sleep (the test kills it)."""
+until after the upload (with --cached, also the spill files' page cache, by mincore). --hold: print
+HOLDING once the upload waits and sleep (the test kills it)."""
 import gc
 import os
 import sys
@@ -21,7 +22,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch  # noqa: E402
 
-from torch_body import _status_kib, cuda_from, pattern, result  # noqa: E402
+from torch_body import _status_kib, cuda_from, pattern, result, unset_cpu_preference  # noqa: E402
 
 MIB = 1 << 20
 FILL = 0x5A
@@ -47,16 +48,38 @@ def spill_maps(folder):
     return [n, size, rss]
 
 
-class Sampler(threading.Thread):
-    """Peak RssAnon (bytes) from start() to stop()."""
+def spill_cached(folder):
+    """Bytes of the spill files mapped from `folder` that are in the page cache, mapped or not
+    (mincore(2) of each mapping: for a file mapping it asks the file's page cache)."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    page = os.sysconf("SC_PAGE_SIZE")
+    prefix = os.path.realpath(folder).rstrip("/") + "/"
+    total = 0
+    with open("/proc/self/maps") as f:
+        ranges = [tuple(int(x, 16) for x in parts[0].split("-")) for parts in (line.split(None, 5) for line in f)
+                  if len(parts) == 6 and parts[5].startswith(prefix) and parts[5].rstrip().endswith("(deleted)")]
+    for lo, hi in ranges:
+        vec = (ctypes.c_ubyte * ((hi - lo) // page))()
+        if libc.mincore(ctypes.c_void_p(lo), ctypes.c_size_t(hi - lo), vec) == 0:
+            total += (len(vec) - bytes(vec).count(0)) * page  # bit 0 set: resident; the others are 0
+    return total
 
-    def __init__(self):
+
+class Sampler(threading.Thread):
+    """Peak RssAnon (bytes) from start() to stop(); with `cached` (a folder), also the peak of its
+    spill files' page cache (spill_cached) in .peak_cached."""
+
+    def __init__(self, cached=None):
         super().__init__(daemon=True)
         self.peak, self.done = 0, threading.Event()
+        self.cached, self.peak_cached = cached, 0
 
     def run(self):
         while not self.done.is_set():
             self.peak = max(self.peak, _status_kib("RssAnon") * 1024)
+            if self.cached:
+                self.peak_cached = max(self.peak_cached, spill_cached(self.cached))
             time.sleep(0.002)
 
     def stop(self):
@@ -75,14 +98,21 @@ def body_spill(a):
     sizes = {"small": 8 * MIB, "table": a.size}
     state = {k: cuda_from(pattern(n, i + 1), managed=True) for i, (k, n) in enumerate(sizes.items())}
     state["dense"] = cuda_from(pattern(4 * MIB, 9), managed=False)
+    if a.no_cpu_preference:  # the CPU may not read it while the device works: copied, not written by pwrite
+        unset_cpu_preference(state["table"])
     fill = torch.full((4 * MIB,), FILL, dtype=torch.uint8)
     gate, writing = threading.Event(), threading.Event()
     orig_write = FileSystemWriter.write_data
 
+    cached_written = []
+
     def write_data(self, *args, **kwargs):  # the upload waits until the body has looked
         writing.set()
         gate.wait(120)
-        return orig_write(self, *args, **kwargs)
+        out = orig_write(self, *args, **kwargs)
+        if a.cached:  # every item written, the spill not yet released (that waits for the future)
+            cached_written.append(spill_cached(a.watch))
+        return out
 
     FileSystemWriter.write_data = write_data
     kwargs, stager = {"checkpoint_id": a.dir}, None
@@ -100,7 +130,7 @@ def body_spill(a):
     gc.collect()
     torch.cuda.synchronize()
     base = _status_kib("RssAnon") * 1024
-    sampler = Sampler()
+    sampler = Sampler(a.watch if a.cached else None)
     sampler.start()
     t0 = time.monotonic()
     try:
@@ -121,6 +151,7 @@ def body_spill(a):
         torch.cuda.synchronize()
     fut = getattr(resp, "upload_completion", resp)
     writing.wait(120)
+    cached_staging = sampler.peak_cached  # the spill's page cache at most, before the upload reads it
     names_during = sorted(os.listdir(a.watch))
     maps_during = spill_maps(a.watch)
     if a.hold:
@@ -160,7 +191,9 @@ def body_spill(a):
         loaded["dense"] = torch.equal(back["dense"], pattern(4 * MIB, 9))
     result(peak_anon_extra=peak, table=a.size, stall_s=round(stall, 3), upload_s=round(upload, 3),
            names_during=names_during, maps_during=maps_during, maps_after=maps_after, maps_dropped=maps_dropped, names_after=names_after,
-           spilled_bytes=spilled, error=error, tables_now=tables_now, loaded=loaded)
+           spilled_bytes=spilled, error=error, tables_now=tables_now, loaded=loaded,
+           peak_cached_staging=cached_staging, peak_cached=sampler.peak_cached,
+           cached_written=max(cached_written, default=None))
 
 
 def _sharded_state(size, zero):
@@ -229,6 +262,8 @@ def main():
     p.add_argument("--mode", default="default")
     p.add_argument("--no-overwrite", action="store_true")
     p.add_argument("--hold", action="store_true")
+    p.add_argument("--cached", action="store_true")  # sample the spill files' page cache too
+    p.add_argument("--no-cpu-preference", action="store_true")  # the large table without FBGEMM's advice
     a = p.parse_args()
     globals()["body_" + a.body](a)
 

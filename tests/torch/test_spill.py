@@ -9,6 +9,8 @@ body looks at the spill folder.
   the rewritten bytes); peak extra RssAnon within budget + 16 MiB (stock: at least the table);
 - every stager: DefaultStager (2.11+), the FileSystemWriter as stager, pinned stagers;
 - below the budget, or async_spill = off: nothing spilled;
+- the default budget under a fake cgroup limit (v1, v2): a quarter of the room left under it, the
+  limit named in the report, the spill's page cache dropped as it is written and read;
 - failures: a spill folder on tmpfs refused (next candidate used), one without room stages in
   memory (or refuses the call with async_spill = required), an upload failing with ENOSPC after a
   spill fails as stock's does, kill -9 during the upload: nothing left in the spill folder."""
@@ -28,6 +30,7 @@ MIB = 1 << 20
 HERE = os.path.dirname(os.path.abspath(__file__))
 BODY = os.path.join(HERE, "spill_body.py")
 BUDGET = 16 * MIB
+BLOCK = 64 * MIB  # uvmchunk._spill.BLOCK
 LIB = {"UVMCHUNK_DCP_VIEWS": "on", "UVMCHUNK_ASYNC_MEMORY_BUDGET": "16MiB", "UVMCHUNK_LOG_LEVEL": "info"}
 
 
@@ -104,8 +107,59 @@ def test_below_the_budget_or_off_nothing_changes(folders):
         assert res["spilled_bytes"] == 0 and res["maps_during"] == [0, 0, 0], r.describe()
         assert all(res["loaded"].values()) and all(res["tables_now"].values()), r.describe()
         assert res["peak_anon_extra"] >= 64 * MIB, r.describe()  # staged in memory, as PyTorch stages it
-        if name == "auto":  # the per-call line says the budget and where it came from
-            assert "(a quarter of MemAvailable): 0 MiB none spilled, 72 MiB in memory" in r.err, r.describe()
+        if name == "auto":  # the per-call line says the budget and where it came from (this machine's limit, if any)
+            assert "(a quarter of " in r.err and "): 0 MiB none spilled, 72 MiB in memory" in r.err, r.describe()
+
+
+def fake_cgroup(root, kind, limit, used):
+    """Fake /proc and cgroup files under `root` (uvmchunk._limits' UVMC_TEST_CGROUP_ROOT): the process
+    in /kubepods/pod, whose memory limit is `limit` bytes with `used` bytes used (cgroup `kind` v1 or
+    v2); returns the limit file's path as the package names it."""
+    if kind == "v2":
+        mount, cgroup, names = ("/", "/sys/fs/cgroup", "cgroup2", "rw"), "0::/kubepods/pod\n", ("memory.max", "memory.current")
+    else:
+        mount, cgroup, names = (("/", "/sys/fs/cgroup/memory", "cgroup", "rw,memory"), "4:memory:/kubepods/pod\n0::/\n",
+                                ("memory.limit_in_bytes", "memory.usage_in_bytes"))
+    folder = f"{mount[1]}/kubepods/pod"
+    os.makedirs(f"{root}/proc/self")
+    os.makedirs(f"{root}{folder}")
+    with open(f"{root}/proc/self/mountinfo", "w") as f:
+        f.write(f"31 23 0:28 {mount[0]} {mount[1]} rw,relatime - {mount[2]} {mount[2]} {mount[3]}\n")
+    for path, text in (("/proc/self/cgroup", cgroup), ("/proc/meminfo", "MemAvailable: 67108864 kB\n"),
+                       (f"{folder}/{names[0]}", f"{limit}\n"), (f"{folder}/{names[1]}", f"{used}\n")):
+        with open(root + path, "w") as f:
+            f.write(text)
+    return f"{folder}/{names[0]}"
+
+
+@pytest.mark.parametrize("kind", ["v2", "v1"])
+def test_budget_under_a_container_limit(folders, kind):
+    """A fake 2 GiB cgroup limit with 1.5 GiB used (MemAvailable 64 GiB, the host's): the default
+    budget is a quarter of the 512 MiB left, 128 MiB, so async_save of a 600 MiB managed table spills
+    it and adds at most 192 MiB of anonymous memory (a quarter of MemAvailable staged all of it
+    there: +665 MiB). The spill file's page cache is written back and dropped per 64 MiB block as
+    it is filled (at most two blocks before the upload; else all of it, dirty) and as the upload
+    writes it out (a block at most once written; else all of it until the release). torch.save
+    reads a whole record for its CRC-32 before writing it, so the upload's peak is the record's
+    size in clean, reclaimable cache: printed, not asserted. The point in time holds; the
+    per-checkpoint line names the limit file. The v1 run's table has no CPU preference: the copy
+    into the mapping (per block) rather than pwrite fills its spill."""
+    size = 600 * MIB
+    d = folders(f"uvmc-spill-cgroup-{kind}-")
+    limit_file = fake_cgroup(f"{d}/root", kind, 2 << 30, 3 << 29)
+    # v1's run: the table without the CPU preference, so it is copied into the mapping, not pwritten
+    r, res = spill(True, f"{d}/ck", f"{d}/ck", "--cached", *(["--no-cpu-preference"] if kind == "v1" else []), size=size,
+                   lib_env={"UVMCHUNK_ASYNC_MEMORY_BUDGET": "auto"}, extra_env={"UVMC_TEST_CGROUP_ROOT": f"{d}/root"})
+    show(f"uvmchunk-run, fake {kind} limit", res)
+    print(f"{'':38s} spill page cache: at most {res['peak_cached_staging'] / MIB:.0f} MiB while staged, "
+          f"{res['cached_written'] / MIB:.0f} MiB once written out, {res['peak_cached'] / MIB:.0f} MiB at peak")
+    assert_spilled_and_released(r, res, size)
+    assert res["peak_anon_extra"] <= 192 * MIB, r.describe()
+    assert res["peak_cached_staging"] <= 2 * BLOCK, r.describe()  # written back and dropped per block
+    assert res["cached_written"] <= BLOCK, r.describe()  # dropped per piece as the upload wrote it
+    why = f"a quarter of the room under the 2.00 GiB limit of {limit_file}"
+    assert f"budget 128 MiB ({why}): 600 MiB spilled to" in r.err, r.describe()  # the per-call info line
+    assert f"600 MiB staged in a file-backed mapping (budget 128 MiB: {why})" in r.err, r.describe()  # the report
 
 
 def _mount(args, where):
