@@ -196,7 +196,7 @@ static CUresult managed_range_locked(uintptr_t p, size_t n, struct alloc **out) 
 
 static CUresult check_loc(CUmemLocation loc, int allow_host) {
     switch (loc.type) {
-    case CU_MEM_LOCATION_TYPE_DEVICE: return loc.id == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
+    case CU_MEM_LOCATION_TYPE_DEVICE: return sim_valid_dev(loc.id) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
     case CU_MEM_LOCATION_TYPE_HOST: case CU_MEM_LOCATION_TYPE_HOST_NUMA: case CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT:
         return allow_host ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
     default: return CUDA_ERROR_INVALID_VALUE;
