@@ -3,6 +3,8 @@
  * streams, synchronization and events, the context stack, and peer queries answered as an NVLink node.
  * argv[1]: the device count the environment promises (CTest runs it with the default and with 3). */
 #include <pthread.h>
+#include <stdatomic.h>
+#include <unistd.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +23,15 @@ static void *other_thread(void *arg) {
     *d = -1;
     cudaGetDevice(d); /* a new thread starts on device 0 whatever another thread set */
     return NULL;
+}
+
+/* A host function that holds its stream until released: device work that stays queued however
+ * loaded the machine is. */
+static atomic_int g_gate;
+static int n_devices;
+static void CUDART_CB hold(void *arg) {
+    (void)arg;
+    while (!atomic_load(&g_gate)) usleep(1000);
 }
 
 static void test_ordinals(int n) {
@@ -118,27 +129,46 @@ static void test_per_device(void) {
     EQ(cudaEventRecord(e1, s1), cudaSuccess);
     EQ(cudaStreamWaitEvent(0, e1, 0), cudaSuccess);
 
-    /* A copy queued on device 1: device 0's synchronize and legacy stream do not wait for it;
+    /* Work held on device 1's stream: device 0's synchronize and legacy stream do not wait for it;
      * device 1's do. */
-    uvmsim_set_op_delay_us(100000);
+    atomic_store(&g_gate, 0);
+    EQ(cudaLaunchHostFunc(s1, hold, NULL), cudaSuccess);
     EQ(cudaMemcpyAsync(host, dev1, n, cudaMemcpyDeviceToHost, s1), cudaSuccess);
-    EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EQ(cudaDeviceSynchronize(), cudaSuccess); /* device 0's: returns with device 1's work held */
     EQ(cudaStreamQuery(0), cudaSuccess);
     EQ(cudaStreamQuery(s1), cudaErrorNotReady);
+    atomic_store(&g_gate, 1);
     EQ(cudaSetDevice(1), cudaSuccess);
     EQ(cudaDeviceSynchronize(), cudaSuccess);
     EQ(cudaStreamQuery(s1), cudaSuccess);
-    uvmsim_set_op_delay_us(0);
 
-    /* device 1's legacy stream is its own: work there does not make device 0's busy */
-    uvmsim_set_op_delay_us(100000);
-    EQ(cudaMemcpyAsync(host, dev1, n, cudaMemcpyDeviceToHost, 0), cudaSuccess);
+    /* device 1's legacy stream is its own: work held there does not make device 0's busy */
+    atomic_store(&g_gate, 0);
+    EQ(cudaLaunchHostFunc(0, hold, NULL), cudaSuccess);
     EQ(cudaSetDevice(0), cudaSuccess);
     EQ(cudaStreamQuery(0), cudaSuccess);
     EQ(cudaSetDevice(1), cudaSuccess);
     EQ(cudaStreamQuery(0), cudaErrorNotReady);
+    atomic_store(&g_gate, 1);
     EQ(cudaStreamSynchronize(0), cudaSuccess);
-    uvmsim_set_op_delay_us(0);
+
+    /* managed memory: accessed-by advice and residency per device */
+    char *m = NULL;
+    EQ(cudaMallocManaged((void **)&m, 4 * MIB, cudaMemAttachGlobal), cudaSuccess);
+    CUmemLocation l1 = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 1};
+    EQ(cuMemAdvise_v2((CUdeviceptr)(uintptr_t)m, 4 * MIB, CU_MEM_ADVISE_SET_ACCESSED_BY, l1), CUDA_SUCCESS);
+    int acc[4] = { 9, 9, 9, 9 };
+    EQ(cudaMemRangeGetAttribute(acc, sizeof acc, cudaMemRangeAttributeAccessedBy, m, 4 * MIB), cudaSuccess);
+    EQ(acc[0], 1);
+    EQ(acc[1], -2); /* cudaInvalidDeviceId */
+    struct cudaMemLocation on1 = {.type = cudaMemLocationTypeDevice, .id = 1}, beyond = on1;
+    beyond.id = n_devices;
+    EQ(cudaMemPrefetchAsync(m, 4 * MIB, on1, 0, s1), cudaSuccess);
+    EQ(cudaStreamSynchronize(s1), cudaSuccess);
+    EQ(uvmsim_residency(m), UVMSIM_LOC_DEVICE);
+    EQ(cudaMemPrefetchAsync(m, 4 * MIB, beyond, 0, s1), cudaErrorInvalidDevice);
+    EQ(cudaGetLastError(), cudaErrorInvalidDevice);
+    EQ(cudaFree(m), cudaSuccess);
 
     EQ(cudaEventDestroy(e1), cudaSuccess);
     EQ(cudaStreamDestroy(s1), cudaSuccess);
@@ -178,6 +208,7 @@ static void test_peers(int n) {
 
 int main(int argc, char **argv) {
     int n = argc > 1 ? atoi(argv[1]) : 8;
+    n_devices = n;
     test_ordinals(n);
     if (n > 1) test_per_device();
     test_peers(n);

@@ -41,7 +41,9 @@ enum akind { A_DEVICE = 1, A_MANAGED, A_HOST, A_REGISTERED };
  * ranges and split VA ranges at page boundaries: open-gpu-kernel-modules, uvm_api_range_type_check),
  * rounded outwards: two tensors a caching allocator carved out of one segment keep their own. */
 #define ADV_PAGE ((size_t)4096)
-struct page_advice { unsigned char pref_type, read_mostly, accessed_by, last_pf_type; int pref_id, last_pf_id; };
+/* accessed_by: bit d for device d, ADV_HOST_BIT for the CPU. */
+#define ADV_HOST_BIT (1ull << 63)
+struct page_advice { unsigned char pref_type, read_mostly, last_pf_type; int pref_id, last_pf_id; unsigned long long accessed_by; };
 struct alloc;
 /* First and last advice page of [p, p + n) inside a (callers clamp to a->nadv). */
 #define ADV_FIRST(a, p) (((uintptr_t)(p) - (a)->base) / ADV_PAGE)

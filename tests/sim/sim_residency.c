@@ -131,7 +131,7 @@ static void device_touch_locked(const void *ptr, size_t n, int busy_delta, int d
         struct block_state *b = &a->res[i];
         /* the accessed-by advice of the first page this access touches in the block */
         uintptr_t first = a->base + i * MIB2 > (uintptr_t)ptr ? a->base + i * MIB2 : (uintptr_t)ptr;
-        if (busy_delta > 0 && sim_sw.residency && b->on_device != 1 + dev && !(a->adv[ADV_FIRST(a, first)].accessed_by & 1)) {
+        if (busy_delta > 0 && sim_sw.residency && b->on_device != 1 + dev && !(a->adv[ADV_FIRST(a, first)].accessed_by & (1ull << dev))) {
             b->on_device = (unsigned char)(1 + dev);
             atomic_fetch_add(&sim_mig_to_device, 1);
         }
