@@ -1,6 +1,7 @@
 /* test_devices.c: the library on two simulated devices (UVMSIM_DEVICES): a copy on another device's
  * stream than the thread's current one runs the library's own work in the stream's context and gives
- * the caller back its device, and freeing a lazily pinned buffer waits for every active device. Each
+ * the caller back its device, and freeing a lazily pinned buffer waits for every active device and
+ * leaves another device's error to it. Each
  * test failed before its fix (interpose/classify.c, interpose/lazy.c). */
 #include <cuda.h>
 #include <cuda_runtime_api.h>
@@ -91,6 +92,36 @@ START_TEST(lazy_free_waits_for_every_device)
 }
 END_TEST
 
+START_TEST(lazy_free_leaves_another_devices_error_to_it)
+{
+    /* As above, the copy on device 1 done; device 1's synchronize fails (an injected fault: the
+     * second cuCtxSynchronize, the first being the current device's): the free from device 0
+     * still succeeds, and nothing of device 1's error reaches this caller. */
+    uint8_t *managed = NULL, *p = NULL, *dev1 = NULL;
+    ck_assert_int_eq(cudaMallocManaged((void **)&managed, n, cudaMemAttachGlobal), cudaSuccess);
+    ck_assert_int_eq(cudaHostAlloc((void **)&p, n, cudaHostAllocDefault), cudaSuccess);
+    ck_assert_int_eq(cudaMemcpy(p, managed, n, cudaMemcpyDeviceToHost), cudaSuccess);
+    cudaStream_t s1;
+    ck_assert_int_eq(cudaSetDevice(1), cudaSuccess);
+    ck_assert_int_eq(cudaMalloc((void **)&dev1, 4096), cudaSuccess);
+    ck_assert_int_eq(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking), cudaSuccess);
+    ck_assert_int_eq(cudaMemcpyAsync(p, dev1, 4096, cudaMemcpyDeviceToHost, s1), cudaSuccess);
+    ck_assert_int_eq(cudaStreamSynchronize(s1), cudaSuccess);
+    ck_assert_int_eq(cudaSetDevice(0), cudaSuccess);
+    unsigned long long syncs = uvmsim_calls("cuCtxSynchronize");
+    uvmsim_fail_nth("cuCtxSynchronize", 2, CUDA_ERROR_LAUNCH_FAILED);
+    ck_assert_int_eq(cudaFreeHost(p), cudaSuccess);
+    ck_assert_uint_eq(uvmsim_calls("cuCtxSynchronize"), syncs + 2); /* device 0's, then device 1's */
+    ck_assert_int_eq(cudaGetLastError(), cudaSuccess);
+    int dev = -1;
+    ck_assert_int_eq(cudaGetDevice(&dev), cudaSuccess);
+    ck_assert_int_eq(dev, 0);
+    ck_assert_int_eq(cudaStreamDestroy(s1), cudaSuccess);
+    ck_assert_int_eq(cudaFree(dev1), cudaSuccess);
+    ck_assert_int_eq(cudaFree(managed), cudaSuccess);
+}
+END_TEST
+
 int main(void)
 {
     test_load_config();
@@ -104,5 +135,6 @@ int main(void)
     TCase *tc = test_case("devices", setup, teardown);
     tcase_add_test(tc, copy_on_another_devices_stream_runs_there_and_restores_the_device);
     tcase_add_test(tc, lazy_free_waits_for_every_device);
+    tcase_add_test(tc, lazy_free_leaves_another_devices_error_to_it);
     return test_run(tc, "devices");
 }
