@@ -1,8 +1,8 @@
 /* test_devices.c: the library on two simulated devices (UVMSIM_DEVICES): a copy on another device's
  * stream than the thread's current one runs the library's own work in the stream's context and gives
  * the caller back its device, and freeing a lazily pinned buffer waits for every active device and
- * leaves another device's error to it. Each
- * test failed before its fix (interpose/classify.c, interpose/lazy.c). */
+ * leaves another device's error to it. Each test failed before its fix (interpose/classify.c,
+ * interpose/lazy.c). */
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <stdlib.h>
