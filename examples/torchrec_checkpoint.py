@@ -7,13 +7,17 @@ and without the launcher to see what a save costs:
     uvmchunk-run -- torchrun --nproc_per_node=2 examples/torchrec_checkpoint.py --dir /tmp/ckpt
 
 Each rank prints one line: its tables' bytes, the save's peak host memory above what the process
-held just before it, what the save left resident once it returned, and the save's seconds. With one
-GPU (or none: the simulated runtime, README "Try it without a GPU") both ranks share device 0 and
-talk over gloo; with a GPU per rank, over NCCL.
+held just before it, what the save left resident once it returned, and the save's seconds. Each rank
+runs on its own GPU (cuda:LOCAL_RANK), as any TorchRec job does; ranks talk over NCCL, or over gloo
+on the simulated runtime (README "Try it without a GPU"), which has no NCCL, and where there are
+fewer GPUs than ranks (they then share device 0). Without a CUDA device it says so in one line and
+exits 1, before importing TorchRec.
 """
 import argparse
 import os
+import sys
 import time
+import warnings
 
 import torch
 import torch.distributed as dist
@@ -45,7 +49,8 @@ def build_model(rows: int, device: torch.device) -> torch.nn.Module:
     world, rank = dist.get_world_size(), dist.get_rank()
     per_param = {"t0": table_wise(rank=0), "t1": table_wise(rank=world - 1), "t2": row_wise(), "t3": row_wise()}
     # local_size: ranks per node, each on its own GPU; 1 puts every rank's shards on cuda:0
-    local = 1 if device.index == 0 and world > torch.cuda.device_count() else int(os.environ["LOCAL_WORLD_SIZE"])
+    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    local = 1 if torch.cuda.device_count() < local_world else local_world
     plan = construct_module_sharding_plan(ebc, per_param, sharder=sharder, local_size=local, world_size=world,
                                           device_type="cuda")
     for spec in plan.values():
@@ -55,14 +60,28 @@ def build_model(rows: int, device: torch.device) -> torch.nn.Module:
                                     plan=ShardingPlan({"ebc": plan}))
 
 
+def cuda_or_exit() -> None:
+    """One line and exit 1 where there is no CUDA device: importing TorchRec first would end in an
+    OSError from libnvidia-ml.so.1, which FBGEMM links."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch's own "CUDA initialization" warning: the line below says it
+        available = torch.cuda.is_available()
+    if not available:
+        print("uvmchunk: torchrec_checkpoint.py: no CUDA device here (no GPU driver, and no simulated runtime "
+              "on LD_LIBRARY_PATH/LD_PRELOAD: see README \"Try it without a GPU\")", file=sys.stderr, flush=True)
+        sys.exit(1)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--dir", required=True, help="checkpoint folder")
     p.add_argument("--rows", type=int, default=100_000, help="rows per table (default 100000: 219.7 MiB of tables in all; "
                    "two ranks print 134 and 85 MiB)")
     a = p.parse_args()
-    one_gpu = torch.cuda.device_count() < int(os.environ.get("WORLD_SIZE", "1"))
-    dist.init_process_group("gloo" if one_gpu else "nccl")
+    cuda_or_exit()
+    one_gpu = torch.cuda.device_count() < int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    simulated = torch.cuda.get_device_name(0) == "uvmchunk simulated GPU"  # tests/sim: no NCCL there
+    dist.init_process_group("gloo" if one_gpu or simulated else "nccl")
     device = torch.device("cuda", 0 if one_gpu else int(os.environ.get("LOCAL_RANK", "0")))
     torch.cuda.set_device(device)
     model = build_model(a.rows, device)

@@ -2,8 +2,8 @@
 # integration/torchrec.sh: the TorchRec job (integration/torchrec_job.py: an EmbeddingBagCollection over
 # FBGEMM's fused_uvm_caching and fused_uvm tables, sharded table_wise and row_wise, fused
 # EXACT_ROWWISE_ADAGRAD; dcp.save of model and optimizer state, dcp.load into zeroed shards, bitwise
-# check; ShardedTensor and DTensor output) under `torchrun --standalone --nproc_per_node=2` (gloo, both
-# ranks on GPU 0), once per mode, then one table of the figures per rank:
+# check; ShardedTensor and DTensor output) under `torchrun --standalone --nproc_per_node=2` (gloo, each
+# rank on its own GPU, cuda:LOCAL_RANK; with one GPU both on GPU 0), once per mode, then one table of the figures per rank:
 #   stock    stock DCP, nothing of ours
 #   preload  the same job under uvmchunk-run with UVMCHUNK_DCP_VIEWS=off (the library alone)
 #   planner  uvmchunk.dcp's ZeroCopySavePlanner / ZeroCopyLoadPlanner

@@ -4,7 +4,9 @@ managed memory that FBGEMM allocates: preferred location CPU, accessed by the de
 EXACT_ROWWISE_ADAGRAD, saved (model and optimizer state) with torch.distributed.checkpoint and loaded
 back into zeroed shards, compared bitwise. Run by integration/torchrec.sh and, on the simulator, by
 tests/torch/test_torchrec.py (through torchrec_body.py), under `torchrun --nproc_per_node=2` (gloo,
-both ranks on cuda:0).
+as users run it: each rank on its own device, cuda:LOCAL_RANK, torch.cuda.set_device(LOCAL_RANK),
+TorchRec's local_size LOCAL_WORLD_SIZE; the simulator has eight devices, tests/sim/README.md; on a
+machine with one GPU both ranks share it).
 
 On a GPU the tables hold what their real initialisation wrote, and --train-steps steps of training
 (forward, backward, the fused optimizer) run before each of two saves, so the cache is dirty and
@@ -92,7 +94,7 @@ def runtime():
 def fbgemm_advice(rt, t):
     """[memory type, preferred location, accessed-by devices] of a tensor's range as the runtime
     answers (cudaPointerGetAttributes; cudaMemRangeGetAttribute, the driver's cuMemRangeGetAttribute):
-    FBGEMM's tables read [3 (managed), -1 (cudaCpuDeviceId), [0]]."""
+    FBGEMM's tables read [3 (managed), -1 (cudaCpuDeviceId), [the rank's device]]."""
     n = t.numel() * t.element_size()
     attrs = (ctypes.c_byte * 256)()  # struct cudaPointerAttributes: the type comes first
     rc1 = rt.cudaPointerGetAttributes(attrs, ctypes.c_void_p(t.data_ptr()))
@@ -105,9 +107,19 @@ def fbgemm_advice(rt, t):
     return [ctypes.c_int.from_buffer(attrs, 0).value, pref.value, [d for d in acc if d >= 0]]
 
 
+def local_placement():
+    """(this rank's device index, ranks per node for TorchRec's plan): cuda:LOCAL_RANK among
+    LOCAL_WORLD_SIZE, as users run TorchRec; with fewer devices than local ranks (one GPU), every rank
+    on device 0 and a local size of 1."""
+    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    if torch.cuda.device_count() < local_world:
+        return 0, 1
+    return int(os.environ.get("LOCAL_RANK", "0")), local_world
+
+
 def build(rank, world, output_dtensor, scale):
     """DistributedModelParallel over an EmbeddingBagCollection of TABLES, each with its sharding and
-    compute kernel, fused EXACT_ROWWISE_ADAGRAD."""
+    compute kernel, fused EXACT_ROWWISE_ADAGRAD, on this rank's device (torch.cuda.set_device)."""
     from fbgemm_gpu.split_embedding_configs import EmbOptimType
     from torchrec import EmbeddingBagCollection, EmbeddingBagConfig
     from torchrec.distributed.embeddingbag import EmbeddingBagCollectionSharder
@@ -130,13 +142,13 @@ def build(rank, world, output_dtensor, scale):
     model = Model()
     per_param = {n: table_wise(rank=TABLE_RANK[n]) if s == "table_wise" else row_wise()
                  for n, (_, _, s, _) in TABLES.items()}
-    # local_size=1: every rank's shards placed on cuda:0 ("rank:1/cuda:0"), the one device both use
-    plan = construct_module_sharding_plan(model.ebc, per_param, sharder=sharder, local_size=1,
+    # local_size: ranks per node, each on its own device ("rank:1/cuda:1")
+    plan = construct_module_sharding_plan(model.ebc, per_param, sharder=sharder, local_size=local_placement()[1],
                                           world_size=world, device_type="cuda")
     for n, ps in plan.items():
         ps.compute_kernel = TABLES[n][3]
     env = ShardingEnv(world, rank, dist.group.WORLD, output_dtensor=output_dtensor)
-    return DistributedModelParallel(model, env=env, device=torch.device("cuda", 0),
+    return DistributedModelParallel(model, env=env, device=torch.device("cuda", torch.cuda.current_device()),
                                     plan=ShardingPlan({"ebc": plan}), sharders=[sharder])
 
 
@@ -154,7 +166,7 @@ def train(model, steps, scale, seed):
             lengths.append(ln)
             values.append(torch.randint(0, rows * scale, (int(ln.sum()),), generator=g))
         kjt = KeyedJaggedTensor.from_lengths_sync(keys=keys, values=torch.cat(values), lengths=torch.cat(lengths))
-        out = model(kjt.to(torch.device("cuda", 0)))
+        out = model(kjt.to(torch.device("cuda", torch.cuda.current_device())))
         out = out.wait() if hasattr(out, "wait") else out
         out.values().sum().backward()
     torch.cuda.synchronize()
@@ -296,6 +308,7 @@ def roundtrip(a, rank, world, output_dtensor, drv, rt):
     result(**extra, rank=rank, mode=a.mode, output="dtensor" if output_dtensor else "sharded", kind=kind, pieces=len(pieces),
            tables={name_of(k): [list(t.shape), t.numel() * t.element_size()] for k, t in tables.items()},
            largest_local_table=max(t.numel() * t.element_size() for t in tables.values()),
+           devices=sorted({t.device.index if t.is_cuda else -1 for t in pieces.values()}), current_device=torch.cuda.current_device(),
            advice=advice, zeroed=zeroed, mismatched=bad, peak_extra_bytes=peak, load_peak_extra_bytes=load_peak, save_s=round(save_s, 3),
            load_s=round(load_s, 3), locked_peak=locked_peak, train_steps=a.train_steps, saves=saves,
            save_views=save_views,
@@ -390,8 +403,8 @@ def main(argv=None):
                    help="training steps before each of two saves (default: 3 on a GPU, 0 on the simulator)")
     a = p.parse_args(argv)
     warnings.filterwarnings("ignore")
-    dist.init_process_group("gloo")
-    torch.cuda.set_device(0)  # two ranks, one GPU: gloo, never NCCL (it refuses duplicate GPUs)
+    dist.init_process_group("gloo")  # the simulator has no NCCL; gloo serves both
+    torch.cuda.set_device(local_placement()[0])  # each rank on its own device
     rank, world = dist.get_rank(), dist.get_world_size()
     drv, rt = sim_driver(), runtime()
     if a.train_steps is None:

@@ -191,6 +191,22 @@ bool uvmc_thread_context(const struct uvmc_rt *rt)
     return uvmc_driver_ready() && uvmc_drv.cuCtxGetCurrent(&ctx) == CUDA_SUCCESS && ctx;
 }
 
+/* The caller's stream may belong to another device than the thread's current one (device 1's
+ * stream while device 0 is current): the library's own work on it (events, prefetches, the device
+ * it names) then runs in the stream's context, as recording an event of one device on another's
+ * stream fails (CUDA C++ Programming Guide, "Stream and Event Behavior"). Pushed here (cuda.h
+ * cuStreamGetCtx, cuCtxPushCurrent), popped by uvmc_unrelax before the caller's call proceeds or
+ * returns; driver calls leave the runtime's last error alone. */
+static void uvmc_enter_stream_context(const struct uvmc_copy *c, struct uvmc_relaxed *mode)
+{
+    CUcontext cur = NULL, own = NULL;
+    if (!uvmc_drv.cuStreamGetCtx || !uvmc_drv.cuCtxPushCurrent || !uvmc_drv.cuCtxPopCurrent ||
+        uvmc_drv.cuStreamGetCtx(c->hstream, &own) != CUDA_SUCCESS || !own ||
+        (uvmc_drv.cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur == own))
+        return;
+    mode->pushed = uvmc_drv.cuCtxPushCurrent(own) == CUDA_SUCCESS;
+}
+
 bool uvmc_classify(struct uvmc_copy *c, struct uvmc_relaxed *mode)
 {
     if (c->kind != cudaMemcpyDeviceToHost && c->kind != cudaMemcpyDefault)
@@ -199,6 +215,7 @@ bool uvmc_classify(struct uvmc_copy *c, struct uvmc_relaxed *mode)
         return false;
     *mode = uvmc_relax();
     c->hstream = uvmc_explicit_stream(c);
+    uvmc_enter_stream_context(c, mode);
     /* A capturing stream must see exactly the caller's call: anything we add could invalidate it
      * (CUDA Runtime API, API synchronization behavior). An error here (906 on the legacy stream, say) is the real call's to report. */
     CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;

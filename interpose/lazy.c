@@ -113,7 +113,7 @@ static void uvmc_publish_locked(void)
 
 struct uvmc_relaxed uvmc_relax(void)
 {
-    struct uvmc_relaxed r = {CU_STREAM_CAPTURE_MODE_RELAXED, false};
+    struct uvmc_relaxed r = {.mode = CU_STREAM_CAPTURE_MODE_RELAXED};
     r.exchanged = uvmc_drv.cuThreadExchangeStreamCaptureMode &&
                   uvmc_drv.cuThreadExchangeStreamCaptureMode(&r.mode) == CUDA_SUCCESS;
     return r;
@@ -121,6 +121,9 @@ struct uvmc_relaxed uvmc_relax(void)
 
 void uvmc_unrelax(struct uvmc_relaxed r)
 {
+    CUcontext popped;
+    if (r.pushed) /* back to the caller's current context before its capture mode */
+        uvmc_drv.cuCtxPopCurrent(&popped);
     if (r.exchanged)
         uvmc_drv.cuThreadExchangeStreamCaptureMode(&r.mode);
 }
@@ -322,12 +325,43 @@ static struct uvmc_lazy *uvmc_lazy_find_locked(void *ptr, bool mapped)
  * holding no registration, after a context reset, is no failure). Watched, nothing can have
  * reached it: any other copy would have pinned it first, and a split copy had landed when it
  * returned. */
+/* Waits for the current context, then for every other device whose primary context is active: the
+ * copy that reached the buffer may have been queued on another device's stream (a rank's stream of
+ * device 1 while the freeing thread's current device is 0), and cuCtxSynchronize waits for the
+ * current context only (cuda.h). Only the current context's result is the caller's: another
+ * device's error belongs to whoever uses that device and is left for them to see. */
+static int uvmc_sync_devices(void)
+{
+    int r = uvmc_drv.cuCtxSynchronize(), n = 0;
+    CUcontext cur = NULL, ctx = NULL, popped;
+    if (!uvmc_drv.cuDeviceGetCount || !uvmc_drv.cuDeviceGet || !uvmc_drv.cuDevicePrimaryCtxGetState ||
+        !uvmc_drv.cuDevicePrimaryCtxRetain || !uvmc_drv.cuDevicePrimaryCtxRelease || !uvmc_drv.cuCtxPushCurrent ||
+        !uvmc_drv.cuCtxPopCurrent || uvmc_drv.cuDeviceGetCount(&n) != CUDA_SUCCESS)
+        return r;
+    uvmc_drv.cuCtxGetCurrent(&cur);
+    for (int i = 0; i < n; i++) {
+        CUdevice d;
+        unsigned flags;
+        int active = 0;
+        if (uvmc_drv.cuDeviceGet(&d, i) != CUDA_SUCCESS ||
+            uvmc_drv.cuDevicePrimaryCtxGetState(d, &flags, &active) != CUDA_SUCCESS || !active ||
+            uvmc_drv.cuDevicePrimaryCtxRetain(&ctx, d) != CUDA_SUCCESS)
+            continue;
+        if (ctx != cur && uvmc_drv.cuCtxPushCurrent(ctx) == CUDA_SUCCESS) {
+            (void)uvmc_drv.cuCtxSynchronize(); /* its error is not the caller's */
+            uvmc_drv.cuCtxPopCurrent(&popped);
+        }
+        uvmc_drv.cuDevicePrimaryCtxRelease(d);
+    }
+    return r;
+}
+
 static int uvmc_release_call(struct uvmc_lazy *e)
 {
     int r = 0;
     struct uvmc_relaxed m = uvmc_relax();
     if (e->mapped && !uvmc_watched(e) && uvmc_drv.cuCtxSynchronize)
-        r = uvmc_drv.cuCtxSynchronize();
+        r = uvmc_sync_devices();
     if (r == 0 && e->state == UVMC_LAZY_PINNED && uvmc_drv.cuMemHostUnregister) {
         r = uvmc_drv.cuMemHostUnregister(e->ptr);
         if (r == CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED)

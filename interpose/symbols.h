@@ -201,6 +201,14 @@
     X(cuThreadExchangeStreamCaptureMode, 10010, PFN_cuThreadExchangeStreamCaptureMode_v10010, 0) \
     X(cuMemHostRegister, 6050, PFN_cuMemHostRegister_v6050, 0)                \
     X(cuMemHostUnregister, 4000, PFN_cuMemHostUnregister_v4000, 0)            \
-    X(cuCtxSynchronize, 2000, PFN_cuCtxSynchronize_v2000, 0)
+    X(cuCtxSynchronize, 2000, PFN_cuCtxSynchronize_v2000, 0)                  \
+    X(cuStreamGetCtx, 9020, PFN_cuStreamGetCtx_v9020, 0)                      \
+    X(cuCtxPushCurrent, 4000, PFN_cuCtxPushCurrent_v4000, 0)                  \
+    X(cuCtxPopCurrent, 4000, PFN_cuCtxPopCurrent_v4000, 0)                    \
+    X(cuDeviceGetCount, 2000, PFN_cuDeviceGetCount_v2000, 0)                  \
+    X(cuDeviceGet, 2000, PFN_cuDeviceGet_v2000, 0)                            \
+    X(cuDevicePrimaryCtxGetState, 7000, PFN_cuDevicePrimaryCtxGetState_v7000, 0) \
+    X(cuDevicePrimaryCtxRetain, 7000, PFN_cuDevicePrimaryCtxRetain_v7000, 0)  \
+    X(cuDevicePrimaryCtxRelease, 11000, PFN_cuDevicePrimaryCtxRelease_v11000, 0)
 
 #endif

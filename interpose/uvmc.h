@@ -267,6 +267,7 @@ void uvmc_lazy_atfork_child(void);
 struct uvmc_relaxed {
     CUstreamCaptureMode mode;
     bool exchanged;
+    bool pushed; /* the copy's stream's context was pushed (classify.c); uvmc_unrelax pops it */
 };
 struct uvmc_relaxed uvmc_relax(void);
 void uvmc_unrelax(struct uvmc_relaxed r);

@@ -196,7 +196,7 @@ static CUresult managed_range_locked(uintptr_t p, size_t n, struct alloc **out) 
 
 static CUresult check_loc(CUmemLocation loc, int allow_host) {
     switch (loc.type) {
-    case CU_MEM_LOCATION_TYPE_DEVICE: return loc.id == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
+    case CU_MEM_LOCATION_TYPE_DEVICE: return sim_valid_dev(loc.id) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
     case CU_MEM_LOCATION_TYPE_HOST: case CU_MEM_LOCATION_TYPE_HOST_NUMA: case CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT:
         return allow_host ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
     default: return CUDA_ERROR_INVALID_VALUE;
@@ -257,7 +257,7 @@ static CUresult do_advise(CUdeviceptr p, size_t n, CUmem_advise adv, CUmemLocati
     CUresult r = managed_range_locked(p, n, &a);
     if (r) { pthread_mutex_unlock(&sim_mu); return r; }
     size_t p0 = ADV_FIRST(a, p), p1 = ADV_LAST(a, p, n);
-    unsigned char bit = loc.type == CU_MEM_LOCATION_TYPE_DEVICE ? 1 : 2;
+    unsigned long long bit = loc.type == CU_MEM_LOCATION_TYPE_DEVICE ? 1ull << loc.id : ADV_HOST_BIT;
     for (size_t i = p0; i <= p1 && i < a->nadv; i++) {
         struct page_advice *pa = &a->adv[i];
         switch (adv) {
@@ -269,7 +269,7 @@ static CUresult do_advise(CUdeviceptr p, size_t n, CUmem_advise adv, CUmemLocati
             break;
         case CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION: pa->pref_type = 0; pa->pref_id = 0; break;
         case CU_MEM_ADVISE_SET_ACCESSED_BY: pa->accessed_by |= bit; break;
-        case CU_MEM_ADVISE_UNSET_ACCESSED_BY: pa->accessed_by &= (unsigned char)~bit; break;
+        case CU_MEM_ADVISE_UNSET_ACCESSED_BY: pa->accessed_by &= ~bit; break;
         default: break;
         }
     }
@@ -292,7 +292,7 @@ CUresult CUDAAPI cuMemRangeGetAttribute(void *data, size_t dsz, CUmem_range_attr
     size_t p0 = ADV_FIRST(a, p), p1 = ADV_LAST(a, p, n);
     struct page_advice *f = &a->adv[p0];
     int same_pref = 1, same_pf = 1, all_rm = 1;
-    unsigned char acc = 0xff;
+    unsigned long long acc = ~0ull;
     for (size_t i = p0; i <= p1 && i < a->nadv; i++) {
         struct page_advice *pa = &a->adv[i];
         same_pref &= pa->pref_type == f->pref_type && pa->pref_id == f->pref_id;
@@ -313,7 +313,8 @@ CUresult CUDAAPI cuMemRangeGetAttribute(void *data, size_t dsz, CUmem_range_attr
     case CU_MEM_RANGE_ATTRIBUTE_ACCESSED_BY: {
         size_t k = 0, m = dsz / 4;
         for (size_t i = 0; i < m; i++) iv[i] = CU_DEVICE_INVALID;
-        if ((acc != 0xff) && (acc & 1) && k < m) iv[k++] = 0;
+        for (int d = 0; d < sim_sw.devices && acc != ~0ull; d++)
+            if ((acc & (1ull << d)) && k < m) iv[k++] = d;
         break;
     }
     default: r = CUDA_ERROR_INVALID_VALUE;

@@ -105,8 +105,11 @@ unsigned long long sim_bytes, sim_copies, sim_pinned, sim_pinned_peak, sim_live_
 struct uvmsim_prefetch *sim_pf_log;
 size_t sim_pf_len, sim_pf_cap;
 
-struct sim_ctx sim_primary = { 0x43545831 };
+struct sim_ctx sim_primary[SIM_MAX_DEVICES];
 __thread CUcontext sim_tl_ctx;
+
+int sim_cur_dev(void) { return sim_tl_ctx ? ((struct sim_ctx *)sim_tl_ctx)->dev : 0; }
+int sim_valid_dev(int d) { return d >= 0 && d < sim_sw.devices; }
 
 /* ------------------------------------------------------------------ process lifecycle */
 
@@ -120,6 +123,7 @@ static void fork_child(void) {
 
 __attribute__((constructor)) static void sim_driver_init(void) {
     sim_switches_load();
+    for (int d = 0; d < SIM_MAX_DEVICES; d++) sim_primary[d] = (struct sim_ctx){ 0x43545831, d, 0 };
     pthread_key_create(&sim_ptds_key, sim_ptds_thread_exit);
     pthread_atfork(fork_prepare, fork_parent, fork_child);
 }

@@ -1,28 +1,30 @@
-/* sim_device.c: the simulated device and its primary context: cuInit, device queries and attributes,
- * primary-context retain/release, the current context per thread, cuCtxSynchronize, error strings. */
+/* sim_device.c: the simulated devices (UVMSIM_DEVICES of them) and their primary contexts: cuInit,
+ * device queries and attributes per ordinal, primary-context retain/release, the current context per
+ * thread (set, push, pop), cuCtxSynchronize of the current device, error strings. Peers: sim_peer.c. */
 #include <stdio.h>
 
 #include "sim_internal.h"
 
-static int g_primary_refs;
+static int g_primary_refs[SIM_MAX_DEVICES];
+#define BAD_DEV(d) (!sim_valid_dev(d))
 
 /* ------------------------------------------------------------------ device */
 
 CUresult CUDAAPI cuInit(unsigned int flags) { ENTER("cuInit"); return flags ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS; }
 CUresult CUDAAPI cuDriverGetVersion(int *v) { ENTER("cuDriverGetVersion"); if (!v) return CUDA_ERROR_INVALID_VALUE; *v = SIM_DRIVER_VERSION; return CUDA_SUCCESS; }
-CUresult CUDAAPI cuDeviceGet(CUdevice *d, int ord) { ENTER("cuDeviceGet"); if (!d) return CUDA_ERROR_INVALID_VALUE; if (ord != 0) return CUDA_ERROR_INVALID_DEVICE; *d = 0; return CUDA_SUCCESS; }
-CUresult CUDAAPI cuDeviceGetCount(int *n) { ENTER("cuDeviceGetCount"); if (!n) return CUDA_ERROR_INVALID_VALUE; *n = 1; return CUDA_SUCCESS; }
+CUresult CUDAAPI cuDeviceGet(CUdevice *d, int ord) { ENTER("cuDeviceGet"); if (!d) return CUDA_ERROR_INVALID_VALUE; if (BAD_DEV(ord)) return CUDA_ERROR_INVALID_DEVICE; *d = ord; return CUDA_SUCCESS; }
+CUresult CUDAAPI cuDeviceGetCount(int *n) { ENTER("cuDeviceGetCount"); if (!n) return CUDA_ERROR_INVALID_VALUE; *n = sim_sw.devices; return CUDA_SUCCESS; }
 CUresult CUDAAPI cuDeviceGetName(char *name, int len, CUdevice d) {
     ENTER("cuDeviceGetName");
     if (!name || len <= 0) return CUDA_ERROR_INVALID_VALUE;
-    if (d != 0) return CUDA_ERROR_INVALID_DEVICE;
+    if (BAD_DEV(d)) return CUDA_ERROR_INVALID_DEVICE;
     snprintf(name, (size_t)len, "%s", "uvmchunk simulated GPU");
     return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuDeviceTotalMem_v2(size_t *b, CUdevice d) {
     ENTER("cuDeviceTotalMem_v2");
     if (!b) return CUDA_ERROR_INVALID_VALUE;
-    if (d != 0) return CUDA_ERROR_INVALID_DEVICE;
+    if (BAD_DEV(d)) return CUDA_ERROR_INVALID_DEVICE;
     *b = (size_t)16 << 30;
     return CUDA_SUCCESS;
 }
@@ -65,7 +67,7 @@ static const struct { CUdevice_attribute a; int v; } g_attrs[] = {
     { CU_DEVICE_ATTRIBUTE_SURFACE_ALIGNMENT, 512 },
     { CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS, 1 },
     { CU_DEVICE_ATTRIBUTE_ECC_ENABLED, 1 },
-    { CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, 1 }, { CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID, 0 },
+    { CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID, 0 },
     { CU_DEVICE_ATTRIBUTE_TCC_DRIVER, 0 },
     { CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE, 3201000 },   /* kHz */
     { CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH, 5120 },
@@ -144,12 +146,15 @@ static const struct { CUdevice_attribute a; int v; } g_attrs[] = {
 CUresult CUDAAPI cuDeviceGetAttribute(int *pi, CUdevice_attribute a, CUdevice d) {
     ENTER("cuDeviceGetAttribute");
     if (!pi) return CUDA_ERROR_INVALID_VALUE;
-    if (d != 0) return CUDA_ERROR_INVALID_DEVICE;
+    if (BAD_DEV(d)) return CUDA_ERROR_INVALID_DEVICE;
     if ((int)a <= 0 || a >= CU_DEVICE_ATTRIBUTE_MAX) return CUDA_ERROR_INVALID_VALUE;
     int v = 0; /* every attribute not listed: a feature this device does not offer */
     if (a == CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS) v = sim_sw.cma;
     for (size_t i = 0; i < sizeof g_attrs / sizeof g_attrs[0]; i++)
         if (g_attrs[i].a == a) v = g_attrs[i].v;
+    /* Each device on its own bus (0000:01:00.0, 0000:02:00.0, ...), as cudaDeviceGetPCIBusId and NVML
+     * say: PyTorch and NCCL tell devices apart by it. */
+    if (a == CU_DEVICE_ATTRIBUTE_PCI_BUS_ID) v = d + 1;
     *pi = v;
     return CUDA_SUCCESS;
 }
@@ -158,25 +163,25 @@ CUresult CUDAAPI cuDeviceGetAttribute(int *pi, CUdevice_attribute a, CUdevice d)
 CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *pc, CUdevice d) {
     ENTER("cuDevicePrimaryCtxRetain");
     if (!pc) return CUDA_ERROR_INVALID_VALUE;
-    if (d != 0) return CUDA_ERROR_INVALID_DEVICE;
+    if (BAD_DEV(d)) return CUDA_ERROR_INVALID_DEVICE;
     pthread_mutex_lock(&sim_mu);
-    g_primary_refs++;
+    g_primary_refs[d]++;
     pthread_mutex_unlock(&sim_mu);
-    *pc = (CUcontext)&sim_primary;
+    *pc = (CUcontext)&sim_primary[d];
     return CUDA_SUCCESS;
 }
 static CUresult primary_release(CUdevice d) {
-    if (d != 0) return CUDA_ERROR_INVALID_DEVICE;
+    if (BAD_DEV(d)) return CUDA_ERROR_INVALID_DEVICE;
     pthread_mutex_lock(&sim_mu);
-    if (g_primary_refs > 0) g_primary_refs--;
+    if (g_primary_refs[d] > 0) g_primary_refs[d]--;
     pthread_mutex_unlock(&sim_mu);
     return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuDevicePrimaryCtxRelease_v2(CUdevice d) { ENTER("cuDevicePrimaryCtxRelease_v2"); return primary_release(d); }
 CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice d) { ENTER("cuDevicePrimaryCtxRelease"); return primary_release(d); }
 static CUresult primary_reset(CUdevice d) {
-    if (d != 0) return CUDA_ERROR_INVALID_DEVICE;
-    sim_memory_reset();
+    if (BAD_DEV(d)) return CUDA_ERROR_INVALID_DEVICE;
+    sim_memory_reset(d);
     return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuDevicePrimaryCtxReset_v2(CUdevice d) { ENTER("cuDevicePrimaryCtxReset_v2"); return primary_reset(d); }
@@ -184,25 +189,54 @@ CUresult CUDAAPI cuDevicePrimaryCtxReset(CUdevice d) { ENTER("cuDevicePrimaryCtx
 CUresult CUDAAPI cuDevicePrimaryCtxGetState(CUdevice d, unsigned int *flags, int *active) {
     ENTER("cuDevicePrimaryCtxGetState");
     if (!flags || !active) return CUDA_ERROR_INVALID_VALUE;
-    if (d != 0) return CUDA_ERROR_INVALID_DEVICE;
+    if (BAD_DEV(d)) return CUDA_ERROR_INVALID_DEVICE;
     pthread_mutex_lock(&sim_mu);
-    *active = g_primary_refs > 0;
+    *active = g_primary_refs[d] > 0;
     pthread_mutex_unlock(&sim_mu);
     *flags = 0;
     return CUDA_SUCCESS;
 }
 
+static int is_primary(CUcontext c) {
+    struct sim_ctx *x = (struct sim_ctx *)c;
+    return x >= sim_primary && x < sim_primary + sim_sw.devices;
+}
 CUresult CUDAAPI cuCtxGetCurrent(CUcontext *pc) { ENTER("cuCtxGetCurrent"); if (!pc) return CUDA_ERROR_INVALID_VALUE; *pc = sim_tl_ctx; return CUDA_SUCCESS; }
 CUresult CUDAAPI cuCtxSetCurrent(CUcontext c) {
     ENTER("cuCtxSetCurrent");
-    if (c && c != (CUcontext)&sim_primary) return CUDA_ERROR_INVALID_CONTEXT;
+    if (c && !is_primary(c)) return CUDA_ERROR_INVALID_CONTEXT;
     sim_tl_ctx = c;
     return CUDA_SUCCESS;
 }
-CUresult CUDAAPI cuCtxGetDevice(CUdevice *d) { ENTER("cuCtxGetDevice"); NEED_CTX(); if (!d) return CUDA_ERROR_INVALID_VALUE; *d = 0; return CUDA_SUCCESS; }
+/* The thread's context stack (cuda.h cuCtxPushCurrent / cuCtxPopCurrent): its top is the current
+ * context, which cuCtxSetCurrent replaces. */
+#define CTX_STACK 32
+static __thread CUcontext tl_stack[CTX_STACK];
+static __thread int tl_depth;
+static CUresult ctx_push(CUcontext c) {
+    if (!c || !is_primary(c)) return CUDA_ERROR_INVALID_CONTEXT;
+    if (tl_depth == CTX_STACK) return CUDA_ERROR_OUT_OF_MEMORY;
+    tl_stack[tl_depth++] = sim_tl_ctx;
+    sim_tl_ctx = c;
+    return CUDA_SUCCESS;
+}
+static CUresult ctx_pop(CUcontext *pc) {
+    if (!sim_tl_ctx) return CUDA_ERROR_INVALID_CONTEXT;
+    if (pc) *pc = sim_tl_ctx;
+    sim_tl_ctx = tl_depth ? tl_stack[--tl_depth] : NULL;
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuCtxPushCurrent_v2(CUcontext c) { ENTER("cuCtxPushCurrent_v2"); return ctx_push(c); }
+CUresult CUDAAPI cuCtxPushCurrent(CUcontext c) { ENTER("cuCtxPushCurrent"); return ctx_push(c); }
+CUresult CUDAAPI cuCtxPopCurrent_v2(CUcontext *pc) { ENTER("cuCtxPopCurrent_v2"); return ctx_pop(pc); }
+CUresult CUDAAPI cuCtxPopCurrent(CUcontext *pc) { ENTER("cuCtxPopCurrent"); return ctx_pop(pc); }
+CUresult CUDAAPI cuCtxGetDevice(CUdevice *d) { ENTER("cuCtxGetDevice"); NEED_CTX(); if (!d) return CUDA_ERROR_INVALID_VALUE; *d = sim_cur_dev(); return CUDA_SUCCESS; }
+/* Waits for the current context's streams only (cuda.h cuCtxSynchronize: "until the device has
+ * completed all preceding requested tasks" of the current context). */
 CUresult CUDAAPI cuCtxSynchronize(void) {
     ENTER("cuCtxSynchronize");
     NEED_CTX();
+    int dev = sim_cur_dev();
     pthread_mutex_lock(&sim_mu);
     if (sim_any_capture_locked()) {
         for (struct stream *t = sim_streams_all; t; t = t->all_next)
@@ -210,7 +244,8 @@ CUresult CUDAAPI cuCtxSynchronize(void) {
         pthread_mutex_unlock(&sim_mu);
         return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     }
-    for (struct stream *t = sim_streams_all; t; t = t->all_next) sim_wait_stream_locked(t, t->enq_seq);
+    for (struct stream *t = sim_streams_all; t; t = t->all_next)
+        if (t->dev == dev) sim_wait_stream_locked(t, t->enq_seq);
     pthread_mutex_unlock(&sim_mu);
     return CUDA_SUCCESS;
 }
@@ -224,6 +259,9 @@ static const struct { CUresult code; const char *name, *str; } g_errs[] = {
     { CUDA_ERROR_NOT_INITIALIZED, "CUDA_ERROR_NOT_INITIALIZED", "initialization error" },
     { CUDA_ERROR_INVALID_DEVICE, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal" },
     { CUDA_ERROR_INVALID_CONTEXT, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context" },
+    { CUDA_ERROR_PEER_ACCESS_UNSUPPORTED, "CUDA_ERROR_PEER_ACCESS_UNSUPPORTED", "peer access is not supported between these two devices" },
+    { CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED, "CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED", "peer access is already enabled" },
+    { CUDA_ERROR_PEER_ACCESS_NOT_ENABLED, "CUDA_ERROR_PEER_ACCESS_NOT_ENABLED", "peer access has not been enabled" },
     { CUDA_ERROR_INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle" },
     { CUDA_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND", "named symbol not found" },
     { CUDA_ERROR_NOT_READY, "CUDA_ERROR_NOT_READY", "device not ready" },

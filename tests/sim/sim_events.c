@@ -71,6 +71,7 @@ CUresult CUDAAPI cuEventCreate(CUevent *ph, unsigned int flags) {
     ev->key = ev;
     ev->magic = EVENT_MAGIC;
     ev->flags = flags;
+    ev->dev = sim_cur_dev();
     ev->alive = 1;
     ev->refs = 1;
     pthread_mutex_lock(&sim_mu);
@@ -88,6 +89,9 @@ static CUresult event_record(CUevent e, CUstream h, int ptds) {
     CUresult r = sim_resolve_locked(h, ptds, &s);
     struct event *ev = r ? NULL : find_event_locked(e);
     if (!r && !ev) r = CUDA_ERROR_INVALID_HANDLE;
+    /* CUDA C++ Programming Guide, "Stream and Event Behavior": recording an event on a stream of
+     * another device fails (waits, queries and synchronizes across devices succeed). */
+    if (!r && ev->dev != s->dev) r = CUDA_ERROR_INVALID_HANDLE;
     struct op *o = r ? NULL : calloc(1, sizeof *o);
     if (!r && !o) r = CUDA_ERROR_OUT_OF_MEMORY;
     if (r) { pthread_mutex_unlock(&sim_mu); return r; }
@@ -146,7 +150,8 @@ static CUresult event_elapsed(float *ms, CUevent a, CUevent b) {
     pthread_mutex_lock(&sim_mu);
     struct event *ea = find_event_locked(a), *eb = find_event_locked(b);
     CUresult r = CUDA_SUCCESS;
-    if (!ea || !eb || !ea->rec_stream || !eb->rec_stream || ((ea->flags | eb->flags) & CU_EVENT_DISABLE_TIMING))
+    if (!ea || !eb || !ea->rec_stream || !eb->rec_stream || ((ea->flags | eb->flags) & CU_EVENT_DISABLE_TIMING) ||
+        ea->dev != eb->dev) /* same section: the elapsed time of two devices' events fails */
         r = CUDA_ERROR_INVALID_HANDLE;
     else if (ea->captured || eb->captured) r = CUDA_ERROR_CAPTURED_EVENT;
     else if (!event_done_locked(ea) || !event_done_locked(eb)) r = CUDA_ERROR_NOT_READY;

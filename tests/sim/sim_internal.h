@@ -31,14 +31,19 @@ void uvmsim_kernel_name(const void *handle, const char *mangled);
 struct fault { unsigned long long at; int error; struct fault *next; };
 struct counter { char *name; unsigned long long calls; struct fault *faults; UT_hash_handle hh; };
 
-struct sim_ctx { int magic; };
+/* One primary context per device (UVMSIM_DEVICES of them); the only contexts there are. peers: bit p set
+ * once cuCtxEnablePeerAccess / cudaDeviceEnablePeerAccess made device p's memory reachable from it. */
+#define SIM_MAX_DEVICES 64
+struct sim_ctx { int magic; int dev; unsigned long long peers; };
 
 enum akind { A_DEVICE = 1, A_MANAGED, A_HOST, A_REGISTERED };
 /* Advice is kept per 4 KiB page, as the UVM driver keeps it (its policy ioctls take page-aligned
  * ranges and split VA ranges at page boundaries: open-gpu-kernel-modules, uvm_api_range_type_check),
  * rounded outwards: two tensors a caching allocator carved out of one segment keep their own. */
 #define ADV_PAGE ((size_t)4096)
-struct page_advice { unsigned char pref_type, read_mostly, accessed_by, last_pf_type; int pref_id, last_pf_id; };
+/* accessed_by: bit d for device d, ADV_HOST_BIT for the CPU. */
+#define ADV_HOST_BIT (1ull << 63)
+struct page_advice { unsigned char pref_type, read_mostly, last_pf_type; int pref_id, last_pf_id; unsigned long long accessed_by; };
 struct alloc;
 /* First and last advice page of [p, p + n) inside a (callers clamp to a->nadv). */
 #define ADV_FIRST(a, p) (((uintptr_t)(p) - (a)->base) / ADV_PAGE)
@@ -51,6 +56,7 @@ struct alloc {
     void *map;          /* mmap start (NULL for registered memory) */
     size_t maplen;
     int kind;
+    int dev;            /* the device whose context was current when it was made */
     unsigned flags;     /* page-locked: the flags it was allocated or registered with */
     unsigned long long id;
     struct page_advice *adv; /* managed only: one per ADV_PAGE from base */
@@ -85,6 +91,7 @@ struct op {
     void *ud;
     struct event *ev;
     struct uvmsim_prefetch pf;
+    int dev;           /* its stream's device (set when queued) */
     int device_work;   /* counted in sim_device_busy while queued or running */
     struct op *hf_next; /* single host-function thread's queue (UVMSIM_HOSTFN_THREADS=1) */
     int hf_done;
@@ -94,6 +101,7 @@ struct stream {
     void *key; /* == this, the hash key */
     int magic;
     int kind;
+    int dev;   /* the device current when it was made (the legacy and per-thread streams: theirs) */
     unsigned flags;
     int prio;
     int destroyed;
@@ -114,6 +122,7 @@ struct event {
     void *key;
     int magic;
     unsigned flags;
+    int dev;   /* the device current when it was made */
     int alive;
     int refs;
     struct stream *rec_stream;
@@ -142,6 +151,8 @@ struct sim_switches {
     int capture_queries;     /* UVMSIM_CAPTURE_QUERIES=unsafe: stream and event queries and waits are
                               * potentially unsafe calls under another thread's global capture */
     int report;              /* UVMSIM_REPORT=1: one line of counters at exit */
+    int devices;             /* UVMSIM_DEVICES: how many devices there are (1..SIM_MAX_DEVICES; not a
+                              * fidelity switch: the profiles leave it alone) */
 };
 extern struct sim_switches sim_sw;
 void sim_switches_load(void);
@@ -155,6 +166,7 @@ extern atomic_int sim_sticky;
 
 /* ------------------------------------------------------------------ residency (sim_residency.c) */
 
+/* on_device: 0 on the host, else 1 + the device it lives on (each device its own residency). */
 struct block_state { unsigned char on_device, protected_, excused; unsigned busy; };
 /* Sets up residency for a new managed allocation (every block on the host); -1 when out of memory. */
 int sim_res_new(struct alloc *a);
@@ -162,7 +174,7 @@ int sim_res_new(struct alloc *a);
  * protection while the simulated device touches the bytes. */
 void sim_res_op_begin_locked(struct op *o);
 void sim_res_op_end_locked(struct op *o);
-/* A prefetch that ran: moves its blocks. */
+/* A prefetch that ran: moves its blocks (to_device: 0 the host, else 1 + the device). */
 void sim_res_prefetch_locked(struct alloc *a, uintptr_t p, size_t n, int to_device);
 /* Device work queued or running anywhere changed (CMA = 0 protects managed memory meanwhile). */
 void sim_device_work_locked(int delta);
@@ -195,8 +207,11 @@ extern unsigned long long sim_bytes, sim_copies, sim_pinned, sim_pinned_peak, si
 extern struct uvmsim_prefetch *sim_pf_log;
 extern size_t sim_pf_len, sim_pf_cap;
 
-extern struct sim_ctx sim_primary;
+extern struct sim_ctx sim_primary[SIM_MAX_DEVICES];
 extern __thread CUcontext sim_tl_ctx;
+/* The device of the thread's current context (0 with none, as the runtime's default device). */
+int sim_cur_dev(void);
+int sim_valid_dev(int d);
 
 struct counter *sim_counter_get(const char *fn);
 int sim_from_runtime(const void *ra);
@@ -205,7 +220,7 @@ int sim_from_runtime(const void *ra);
 
 extern struct alloc *sim_allocs;
 extern size_t sim_nallocs;
-void sim_memory_reset(void);
+void sim_memory_reset(int dev); /* releases what device dev's context allocated */
 struct alloc *sim_find_alloc_locked(uintptr_t p);
 int sim_mclass_locked(const void *p);
 

@@ -108,6 +108,7 @@ static CUresult alloc_common(void **out, size_t size, int kind, int global, unsi
     if (g) return g;
     struct alloc a = { 0 };
     a.kind = kind;
+    a.dev = sim_cur_dev();
     a.size = size;
     a.flags = flags;
     size_t pg = (size_t)sysconf(_SC_PAGESIZE);
@@ -187,17 +188,23 @@ static CUresult free_common(uintptr_t p, int want_host) {
  * is gone; pinned and managed pages are unmapped, so a stale pointer faults as on the real driver,
  * where the context's memory is released. Streams and events survive (lenient: the real reset
  * destroys them too). */
-void sim_memory_reset(void) {
+void sim_memory_reset(int dev) {
     pthread_mutex_lock(&sim_mu);
-    for (struct stream *t = sim_streams_all; t; t = t->all_next) sim_wait_stream_locked(t, t->enq_seq);
-    struct alloc *all = sim_allocs;
-    size_t n = sim_nallocs;
-    sim_allocs = NULL;
-    sim_nallocs = g_cap_allocs = 0;
-    sim_pinned = 0;
+    for (struct stream *t = sim_streams_all; t; t = t->all_next)
+        if (t->dev == dev) sim_wait_stream_locked(t, t->enq_seq);
+    struct alloc *gone = malloc((sim_nallocs ? sim_nallocs : 1) * sizeof *gone);
+    size_t n = 0;
+    if (gone) {
+        for (size_t i = 0; i < sim_nallocs;) {
+            if (sim_allocs[i].dev != dev) { i++; continue; }
+            if (sim_allocs[i].kind == A_HOST || sim_allocs[i].kind == A_REGISTERED) pinned_add_locked(-(long long)sim_allocs[i].size);
+            gone[n++] = sim_allocs[i];
+            sim_allocs[i] = sim_allocs[--sim_nallocs];
+        }
+    }
     pthread_mutex_unlock(&sim_mu);
-    for (size_t i = 0; i < n; i++) drop_alloc(&all[i]);
-    free(all);
+    for (size_t i = 0; i < n; i++) drop_alloc(&gone[i]);
+    free(gone);
 }
 
 CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr *dptr, size_t n) { ENTER("cuMemAlloc_v2"); return alloc_common((void **)dptr, n, A_DEVICE, 0, 0); }
@@ -233,6 +240,7 @@ static CUresult host_register(void *p, size_t n, unsigned flags) {
     a.base = (uintptr_t)p;
     a.size = n;
     a.kind = A_REGISTERED;
+    a.dev = sim_cur_dev();
     a.flags = flags;
     if (add_alloc_locked(a)) { pthread_mutex_unlock(&sim_mu); return CUDA_ERROR_OUT_OF_MEMORY; }
     pinned_add_locked((long long)n);
@@ -277,8 +285,15 @@ CUresult CUDAAPI cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUde
 CUresult CUDAAPI cuMemGetInfo_v2(size_t *freeb, size_t *total) {
     ENTER("cuMemGetInfo_v2");
     NEED_CTX();
-    if (total) *total = (size_t)16 << 30;
-    if (freeb) *freeb = (size_t)15 << 30;
+    /* Per device: 16 GiB, 1 GiB of it taken by the context, less what cuMemAlloc took there. */
+    int dev = sim_cur_dev();
+    size_t used = (size_t)1 << 30, total_b = (size_t)16 << 30;
+    pthread_mutex_lock(&sim_mu);
+    for (size_t i = 0; i < sim_nallocs; i++)
+        if (sim_allocs[i].kind == A_DEVICE && sim_allocs[i].dev == dev) used += sim_allocs[i].size;
+    pthread_mutex_unlock(&sim_mu);
+    if (total) *total = total_b;
+    if (freeb) *freeb = used < total_b ? total_b - used : 0;
     return CUDA_SUCCESS;
 }
 
@@ -288,7 +303,7 @@ static CUresult ptr_attr_locked(void *data, CUpointer_attribute at, uintptr_t p,
     struct alloc *a = sim_find_alloc_locked(p);
     if (!a && strict) return CUDA_ERROR_INVALID_VALUE;
     switch (at) {
-    case CU_POINTER_ATTRIBUTE_CONTEXT: *(CUcontext *)data = a ? (CUcontext)&sim_primary : NULL; break;
+    case CU_POINTER_ATTRIBUTE_CONTEXT: *(CUcontext *)data = a ? (CUcontext)&sim_primary[a->dev] : NULL; break;
     case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
         *(unsigned int *)data = !a ? 0u : (a->kind == A_DEVICE || a->kind == A_MANAGED) ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST;
         break;
@@ -302,7 +317,7 @@ static CUresult ptr_attr_locked(void *data, CUpointer_attribute at, uintptr_t p,
     case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS: *(unsigned char *)data = 0; break;
     case CU_POINTER_ATTRIBUTE_BUFFER_ID: *(unsigned long long *)data = a ? a->id : 0; break;
     case CU_POINTER_ATTRIBUTE_IS_MANAGED: *(unsigned int *)data = a && a->kind == A_MANAGED; break;
-    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: *(int *)data = a ? 0 : -2; break;
+    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: *(int *)data = a ? a->dev : -2; break;
     /* UVMSIM_MANAGED_RANGE=none: managed memory answers 0; refuse: the whole query fails (README.md) */
     case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
     case CU_POINTER_ATTRIBUTE_RANGE_SIZE: {

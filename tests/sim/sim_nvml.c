@@ -1,7 +1,10 @@
-/* sim_nvml.c: a stand-in for libnvidia-ml.so.1 (NVML) describing the simulator's one device, so programs
- * that link NVML (FBGEMM's fbgemm_gpu_py.so has a DT_NEEDED on it) or open it (PyTorch's device count,
- * c10's driver API) load and get consistent answers. NvLink is "not supported"; no process runs. */
+/* sim_nvml.c: a stand-in for libnvidia-ml.so.1 (NVML) describing the simulator's devices (UVMSIM_DEVICES,
+ * as the driver reads it: sim_profile.c), so programs that link NVML (FBGEMM's fbgemm_gpu_py.so has a
+ * DT_NEEDED on it) or open it (PyTorch's device count, c10's driver API) load and get consistent
+ * answers. Every pair of devices is P2P-capable (as cuDeviceCanAccessPeer says: sim_peer.c); link-level
+ * NvLink queries are "not supported"; no process runs. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* The NVML ABI of the calls answered here (nvml.h, NVML API reference: nvmlReturn_t, nvmlPciInfo_t v3,
@@ -20,14 +23,29 @@ typedef struct { unsigned int pid; unsigned long long usedGpuMemory; unsigned in
 
 #define EXPORT __attribute__((visibility("default")))
 
-struct sim_nvml_device { int index; };
-static struct sim_nvml_device g_dev0 = { 0 };
+#define MAX_DEVICES 64 /* as SIM_MAX_DEVICES */
+struct sim_nvml_device { unsigned index; };
+static struct sim_nvml_device g_devs[MAX_DEVICES];
+static unsigned g_ndev = 8;
 static int g_inits; /* nvmlInit / nvmlShutdown are reference counted */
 
-/* The same device the simulated driver describes (sim_device.c, sim_runtime.c): PCI 0000:01:00.0,
- * an H200's PCI device id, the UUID whose bytes cudaGetDeviceProperties reports ("uvmchunk-sim-gpu"). */
-static const char g_uuid[] = "GPU-75766d63-6875-6e6b-2d73-696d2d677075";
+__attribute__((constructor)) static void nvml_load(void) {
+    const char *v = getenv("UVMSIM_DEVICES"); /* the driver says when it is not understood */
+    char *end;
+    long n = v && *v ? strtol(v, &end, 10) : 8;
+    g_ndev = v && *v && *end == '\0' && n >= 1 && n <= MAX_DEVICES ? (unsigned)n : 8;
+    for (unsigned i = 0; i < MAX_DEVICES; i++) g_devs[i].index = i;
+}
+
+/* The same devices the simulated driver describes (sim_device.c, sim_runtime.c): device i on PCI
+ * 0000:(i+1):00.0, an H200's PCI device id, the UUID whose bytes cudaGetDeviceProperties reports
+ * ("uvmchunk-sim-gpu", its last byte plus i). */
+static const char g_uuid0[] = "GPU-75766d63-6875-6e6b-2d73-696d2d677075";
 static const char g_name[] = "uvmchunk simulated GPU";
+static void uuid_of(unsigned i, char out[sizeof g_uuid0]) {
+    memcpy(out, g_uuid0, sizeof g_uuid0);
+    snprintf(out + sizeof g_uuid0 - 3, 3, "%02x", 0x75 + i);
+}
 
 #define NEED_INIT()                                                                                    \
     do {                                                                                               \
@@ -36,7 +54,7 @@ static const char g_name[] = "uvmchunk simulated GPU";
 #define NEED_DEV(d)                                                                                    \
     do {                                                                                               \
         NEED_INIT();                                                                                   \
-        if ((d) != &g_dev0) return NVML_ERROR_INVALID_ARGUMENT;                                        \
+        if ((d) < g_devs || (d) >= g_devs + g_ndev) return NVML_ERROR_INVALID_ARGUMENT;                \
     } while (0)
 
 EXPORT nvmlReturn_t nvmlInit_v2(void) { __atomic_add_fetch(&g_inits, 1, __ATOMIC_SEQ_CST); return NVML_SUCCESS; }
@@ -68,33 +86,36 @@ EXPORT nvmlReturn_t nvmlSystemGetDriverVersion(char *s, unsigned int n) {
     return NVML_SUCCESS;
 }
 
-EXPORT nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *n) { NEED_INIT(); if (!n) return NVML_ERROR_INVALID_ARGUMENT; *n = 1; return NVML_SUCCESS; }
+EXPORT nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *n) { NEED_INIT(); if (!n) return NVML_ERROR_INVALID_ARGUMENT; *n = g_ndev; return NVML_SUCCESS; }
 EXPORT nvmlReturn_t nvmlDeviceGetCount(unsigned int *n) { return nvmlDeviceGetCount_v2(n); }
 EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int i, nvmlDevice_t *d) {
     NEED_INIT();
-    if (!d || i != 0) return NVML_ERROR_INVALID_ARGUMENT;
-    *d = &g_dev0;
+    if (!d || i >= g_ndev) return NVML_ERROR_INVALID_ARGUMENT;
+    *d = &g_devs[i];
     return NVML_SUCCESS;
 }
 EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned int i, nvmlDevice_t *d) { return nvmlDeviceGetHandleByIndex_v2(i, d); }
 EXPORT nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *d) {
     NEED_INIT();
     if (!uuid || !d) return NVML_ERROR_INVALID_ARGUMENT;
-    if (strcmp(uuid, g_uuid)) return NVML_ERROR_NOT_FOUND;
-    *d = &g_dev0;
-    return NVML_SUCCESS;
+    for (unsigned i = 0; i < g_ndev; i++) {
+        char u[sizeof g_uuid0];
+        uuid_of(i, u);
+        if (!strcmp(uuid, u)) { *d = &g_devs[i]; return NVML_SUCCESS; }
+    }
+    return NVML_ERROR_NOT_FOUND;
 }
-/* "00000000:01:00.0" (NVML's form) or the runtime's "0000:01:00.0", any case */
+/* "00000000:01:00.0" (NVML's form) or the runtime's "0000:01:00.0", any case; bus i+1 is device i */
 EXPORT nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char *id, nvmlDevice_t *d) {
     NEED_INIT();
     if (!id || !d) return NVML_ERROR_INVALID_ARGUMENT;
     unsigned dom = 1, bus = 0, dev = 1, fn = 1;
-    if (sscanf(id, "%x:%x:%x.%x", &dom, &bus, &dev, &fn) != 4 || dom || bus != 1 || dev || fn) return NVML_ERROR_NOT_FOUND;
-    *d = &g_dev0;
+    if (sscanf(id, "%x:%x:%x.%x", &dom, &bus, &dev, &fn) != 4 || dom || bus < 1 || bus > g_ndev || dev || fn) return NVML_ERROR_NOT_FOUND;
+    *d = &g_devs[bus - 1];
     return NVML_SUCCESS;
 }
 EXPORT nvmlReturn_t nvmlDeviceGetHandleByPciBusId(const char *id, nvmlDevice_t *d) { return nvmlDeviceGetHandleByPciBusId_v2(id, d); }
-EXPORT nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t d, unsigned int *i) { NEED_DEV(d); if (!i) return NVML_ERROR_INVALID_ARGUMENT; *i = 0; return NVML_SUCCESS; }
+EXPORT nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t d, unsigned int *i) { NEED_DEV(d); if (!i) return NVML_ERROR_INVALID_ARGUMENT; *i = d->index; return NVML_SUCCESS; }
 /* NVML's string getters: the whole string with its NUL, or INSUFFICIENT_SIZE. */
 static nvmlReturn_t copy_string(char *s, unsigned int n, const char *v, size_t size) {
     if (!s) return NVML_ERROR_INVALID_ARGUMENT;
@@ -104,7 +125,9 @@ static nvmlReturn_t copy_string(char *s, unsigned int n, const char *v, size_t s
 }
 EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t d, char *s, unsigned int n) {
     NEED_DEV(d);
-    return copy_string(s, n, g_uuid, sizeof g_uuid);
+    char u[sizeof g_uuid0];
+    uuid_of(d->index, u);
+    return copy_string(s, n, u, sizeof u);
 }
 EXPORT nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t d, char *s, unsigned int n) {
     NEED_DEV(d);
@@ -121,9 +144,9 @@ EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t d, nvmlPciInfo_t *p) {
     NEED_DEV(d);
     if (!p) return NVML_ERROR_INVALID_ARGUMENT;
     memset(p, 0, sizeof *p);
-    snprintf(p->busIdLegacy, sizeof p->busIdLegacy, "%s", "0000:01:00.0");
-    snprintf(p->busId, sizeof p->busId, "%s", "00000000:01:00.0");
-    p->bus = 1;
+    snprintf(p->busIdLegacy, sizeof p->busIdLegacy, "0000:%02x:00.0", d->index + 1);
+    snprintf(p->busId, sizeof p->busId, "00000000:%02x:00.0", d->index + 1);
+    p->bus = d->index + 1;
     p->pciDeviceId = 0x233510de; /* device 0x2335 (H200), vendor 0x10de */
     p->pciSubSystemId = 0x18be10de;
     return NVML_SUCCESS;
@@ -139,7 +162,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t d, nvmlMemory_t *m) {
     return NVML_SUCCESS;
 }
 
-/* One GPU, no NvLink: every link query is "not supported", as on a PCIe card. */
+/* Link-level NvLink queries are "not supported" (no link topology is modelled); P2P status below. */
 EXPORT nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t d, unsigned int link, int *active) {
     NEED_DEV(d);
     (void)link;
@@ -166,7 +189,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetP2PStatus(nvmlDevice_t a, nvmlDevice_t b, int i
     NEED_DEV(b);
     (void)index;
     if (!status) return NVML_ERROR_INVALID_ARGUMENT;
-    *status = 4; /* NVML_P2P_STATUS_NOT_SUPPORTED */
+    *status = a == b ? 4 : 0; /* NVML_P2P_STATUS_NOT_SUPPORTED for itself, else NVML_P2P_STATUS_OK */
     return NVML_SUCCESS;
 }
 EXPORT nvmlReturn_t nvmlDeviceGetGpuFabricInfoV(nvmlDevice_t d, void *info) {

@@ -8,7 +8,7 @@
 
 /* Strict until loaded: the harshest documented reading (README.md, "Behaviour switches"). */
 struct sim_switches sim_sw = {.managed_range = SIM_RANGE_REFUSE, .stream_capacity = 64, .cma = 1, .residency = 1, .pageable_d2h_async = 1,
-                              .capture_queries = 1};
+                              .capture_queries = 1, .devices = 8};
 
 unsigned long long sim_hostfns, sim_max_outstanding;
 atomic_ullong sim_mig_to_host, sim_mig_to_device, sim_cma_violations;
@@ -59,11 +59,18 @@ void sim_switches_load(void)
     load_one("UVMSIM_PAGEABLE_D2H", d2h, &async);
     load_one("UVMSIM_CAPTURE_QUERIES", queries, &unsafe_queries);
     load_one("UVMSIM_REPORT", onoff, &report);
+    /* Eight devices by default, as on an HGX H100/H200 node: one per rank of an ordinary job. */
+    int devices = 8;
+    load_one("UVMSIM_DEVICES", NULL, &devices);
+    if (devices < 1 || devices > SIM_MAX_DEVICES) {
+        fprintf(stderr, "uvmsim: UVMSIM_DEVICES=%d is not understood; keeping 8\n", devices);
+        devices = 8;
+    }
     sim_kernels_load();
     sim_sw = (struct sim_switches){.managed_range = range, .stream_capacity = (unsigned)cap,
                                    .hostfn_per_stream = per_stream, .cma = cma, .residency = res,
                                    .pageable_d2h_async = async, .capture_queries = unsafe_queries,
-                                   .report = report};
+                                   .report = report, .devices = devices};
 }
 
 unsigned long long uvmsim_stat(const char *key)

@@ -121,7 +121,7 @@ static struct alloc *managed_blocks_locked(const void *ptr, size_t n, size_t *b0
 
 /* A device-side access (copy engine, memset, kernel): a host-resident block without an accessed-by
  * mapping for the device moves there (fault and switch). */
-static void device_touch_locked(const void *ptr, size_t n, int busy_delta)
+static void device_touch_locked(const void *ptr, size_t n, int busy_delta, int dev)
 {
     size_t b0, b1;
     struct alloc *a = managed_blocks_locked(ptr, n, &b0, &b1);
@@ -131,8 +131,8 @@ static void device_touch_locked(const void *ptr, size_t n, int busy_delta)
         struct block_state *b = &a->res[i];
         /* the accessed-by advice of the first page this access touches in the block */
         uintptr_t first = a->base + i * MIB2 > (uintptr_t)ptr ? a->base + i * MIB2 : (uintptr_t)ptr;
-        if (busy_delta > 0 && sim_sw.residency && !b->on_device && !(a->adv[ADV_FIRST(a, first)].accessed_by & 1)) {
-            b->on_device = 1;
+        if (busy_delta > 0 && sim_sw.residency && b->on_device != 1 + dev && !(a->adv[ADV_FIRST(a, first)].accessed_by & (1ull << dev))) {
+            b->on_device = (unsigned char)(1 + dev);
             atomic_fetch_add(&sim_mig_to_device, 1);
         }
         b->busy = (unsigned)((int)b->busy + busy_delta);
@@ -144,16 +144,16 @@ static void op_ranges(struct op *o, int delta)
 {
     switch (o->kind) {
     case OP_COPY:
-        device_touch_locked(o->src, o->n, delta);
-        device_touch_locked(o->dst, o->n, delta);
+        device_touch_locked(o->src, o->n, delta, o->dev);
+        device_touch_locked(o->dst, o->n, delta, o->dev);
         break;
     case OP_COPY2D:
         if (o->height) {
-            device_touch_locked(o->src, o->spitch * (o->height - 1) + o->width, delta);
-            device_touch_locked(o->dst, o->dpitch * (o->height - 1) + o->width, delta);
+            device_touch_locked(o->src, o->spitch * (o->height - 1) + o->width, delta, o->dev);
+            device_touch_locked(o->dst, o->dpitch * (o->height - 1) + o->width, delta, o->dev);
         }
         break;
-    case OP_MEMSET: device_touch_locked(o->dst, o->n * (size_t)o->esize, delta); break;
+    case OP_MEMSET: device_touch_locked(o->dst, o->n * (size_t)o->esize, delta, o->dev); break;
     default: break;
     }
 }
@@ -216,8 +216,8 @@ int uvmsim_device_access(const void *ptr, size_t n)
             r = CUDA_ERROR_ILLEGAL_ADDRESS;
             atomic_store(&sim_sticky, r);
         } else if (a->kind == A_MANAGED) {
-            device_touch_locked(ptr, n, 1);
-            device_touch_locked(ptr, n, -1);
+            device_touch_locked(ptr, n, 1, sim_cur_dev());
+            device_touch_locked(ptr, n, -1, sim_cur_dev());
         }
     }
     pthread_mutex_unlock(&sim_mu);

@@ -98,6 +98,8 @@ DECLP(cuLaunchHostFunc) DECL(cuEventCreate) DECLP(cuEventRecord) DECLP(cuEventRe
 DECL(cuEventSynchronize) DECL(cuEventDestroy) DECL(cuEventElapsedTime)
 DECLP(cuStreamBeginCapture) DECLP(cuStreamEndCapture) DECLP(cuStreamIsCapturing) DECLP(cuStreamGetCaptureInfo)
 DECL(cuThreadExchangeStreamCaptureMode) DECL(cuGraphDestroy) DECL(cuGetProcAddress)
+DECL(cuCtxGetDevice) DECL(cuDeviceCanAccessPeer) DECL(cuDeviceGetP2PAttribute) DECL(cuCtxEnablePeerAccess)
+DECL(cuCtxDisablePeerAccess) DECLP(cuStreamGetDevice)
 DECL(cuGraphGetNodes) DECL(cuGraphInstantiateWithFlags) DECL(cuGraphExecDestroy) DECLP(cuGraphLaunch)
 static pf_prefetch_legacy d_prefetch_legacy, dp_prefetch_legacy;
 static pf_advise_legacy d_advise_legacy;
@@ -130,6 +132,10 @@ static void rt_init(void) {
         F("cuDevicePrimaryCtxRetain", 7000, d_cuDevicePrimaryCtxRetain),
         F("cuDevicePrimaryCtxReset", 11000, d_cuDevicePrimaryCtxReset), F("cuCtxGetCurrent", 4000, d_cuCtxGetCurrent),
         F("cuCtxSetCurrent", 4000, d_cuCtxSetCurrent), F("cuCtxSynchronize", 2000, d_cuCtxSynchronize),
+        F("cuCtxGetDevice", 2000, d_cuCtxGetDevice), F("cuDeviceCanAccessPeer", 4000, d_cuDeviceCanAccessPeer),
+        F("cuDeviceGetP2PAttribute", 8000, d_cuDeviceGetP2PAttribute),
+        F("cuCtxEnablePeerAccess", 4000, d_cuCtxEnablePeerAccess), F("cuCtxDisablePeerAccess", 4000, d_cuCtxDisablePeerAccess),
+        F("cuStreamGetDevice", 12080, d_cuStreamGetDevice), FT("cuStreamGetDevice", 12080, dp_cuStreamGetDevice),
         F("cuMemGetInfo", 3020, d_cuMemGetInfo), F("cuMemAlloc", 3020, d_cuMemAlloc), F("cuMemFree", 3020, d_cuMemFree),
         F("cuMemAllocManaged", 6000, d_cuMemAllocManaged), F("cuMemHostAlloc", 2020, d_cuMemHostAlloc),
         F("cuMemFreeHost", 2000, d_cuMemFreeHost), F("cuMemHostRegister", 6050, d_cuMemHostRegister),
@@ -272,42 +278,67 @@ cudaError_t CUDARTAPI cudaGetDeviceCount(int *n) {
     if (!n) return rt_err(cudaErrorInvalidValue);
     RET(d_cuDeviceGetCount(n));
 }
+/* The calling thread's device: its current context's (device 0 until cudaSetDevice, as the runtime's
+ * default; CUDA Runtime API, cudaSetDevice: per host thread). */
 cudaError_t CUDARTAPI cudaGetDevice(int *d) {
     BEGIN("cudaGetDevice");
     if (!d) return rt_err(cudaErrorInvalidValue);
-    *d = 0;
-    return cudaSuccess;
+    CUdevice dev = 0;
+    CUresult r = d_cuCtxGetDevice(&dev);
+    if (!r) *d = dev;
+    RET(r);
 }
+static int valid_device(int d) {
+    int n = 0;
+    return d >= 0 && d_cuDeviceGetCount(&n) == CUDA_SUCCESS && d < n;
+}
+/* Makes d's primary context current on this thread, initializing it (CUDA 12: cudaSetDevice
+ * initializes the device's primary context at once). */
 cudaError_t CUDARTAPI cudaSetDevice(int d) {
     BEGIN("cudaSetDevice");
-    return d == 0 ? cudaSuccess : rt_err(cudaErrorInvalidDevice);
+    if (!valid_device(d)) return rt_err(cudaErrorInvalidDevice);
+    CUcontext c = NULL, cur = NULL;
+    d_cuCtxGetCurrent(&cur);
+    CUdevice have = -1;
+    if (cur && d_cuCtxGetDevice(&have) == CUDA_SUCCESS && have == d) return cudaSuccess;
+    CUresult r = d_cuDevicePrimaryCtxRetain(&c, d);
+    if (!r) r = d_cuCtxSetCurrent(c);
+    RET(r);
 }
-/* The primary context's reset (its memory released; see sim_memory_reset). */
-cudaError_t CUDARTAPI cudaDeviceReset(void) { BEGIN("cudaDeviceReset"); RET(d_cuDevicePrimaryCtxReset(0)); }
+/* The current device's primary context's reset (its memory released; see sim_memory_reset). */
+cudaError_t CUDARTAPI cudaDeviceReset(void) {
+    BEGIN("cudaDeviceReset");
+    CUdevice d = 0;
+    d_cuCtxGetDevice(&d);
+    RET(d_cuDevicePrimaryCtxReset(d));
+}
 cudaError_t CUDARTAPI cudaDeviceSynchronize(void) { BEGIN("cudaDeviceSynchronize"); RET(d_cuCtxSynchronize()); }
 cudaError_t CUDARTAPI cudaDeviceGetAttribute(int *v, enum cudaDeviceAttr a, int d) {
     BEGIN("cudaDeviceGetAttribute");
     if (!v) return rt_err(cudaErrorInvalidValue);
     RET(d_cuDeviceGetAttribute(v, (CUdevice_attribute)a, d));
 }
-static int dev_attr(CUdevice_attribute a) {
+static int dev_attr(CUdevice_attribute a, int d) {
     int v = 0;
-    d_cuDeviceGetAttribute(&v, a, 0);
+    d_cuDeviceGetAttribute(&v, a, d);
     return v;
 }
 /* Filled from the driver's attributes, as the real runtime does, so both always agree (sim_device.c
  * holds the values); the CUDA 12 flavour fills the CUDA 12 layout (sim_cudart12.h). */
 static cudaError_t get_props(rt_device_prop *p, int d) {
     if (!p) return rt_err(cudaErrorInvalidValue);
-    if (d != 0) return rt_err(cudaErrorInvalidDevice);
+    if (!valid_device(d)) return rt_err(cudaErrorInvalidDevice);
     memset(p, 0, sizeof *p);
-    d_cuDeviceGetName(p->name, (int)sizeof p->name, 0);
-    static const char uuid[16] = "uvmchunk-sim-gpu";
+    d_cuDeviceGetName(p->name, (int)sizeof p->name, d);
+    /* device 0 "uvmchunk-sim-gpu", device d its last byte plus d: distinct, as sim_nvml.c says */
+    char uuid[16];
+    memcpy(uuid, "uvmchunk-sim-gpu", sizeof uuid);
+    uuid[15] = (char)(uuid[15] + d);
     memcpy(p->uuid.bytes, uuid, sizeof uuid);
     size_t tot = 0;
-    d_cuDeviceTotalMem(&tot, 0);
+    d_cuDeviceTotalMem(&tot, d);
     p->totalGlobalMem = tot;
-#define A(f, a) p->f = dev_attr(CU_DEVICE_ATTRIBUTE_##a)
+#define A(f, a) p->f = dev_attr(CU_DEVICE_ATTRIBUTE_##a, d)
     A(sharedMemPerBlock, MAX_SHARED_MEMORY_PER_BLOCK); A(regsPerBlock, MAX_REGISTERS_PER_BLOCK); A(warpSize, WARP_SIZE);
     A(memPitch, MAX_PITCH); A(maxThreadsPerBlock, MAX_THREADS_PER_BLOCK);
     A(maxThreadsDim[0], MAX_BLOCK_DIM_X); A(maxThreadsDim[1], MAX_BLOCK_DIM_Y); A(maxThreadsDim[2], MAX_BLOCK_DIM_Z);
@@ -817,7 +848,8 @@ cudaError_t CUDARTAPI cudaHostGetDevicePointer(void **dev, void *p, unsigned int
 }
 
 /* ------------------------------------------------------------------ what a CUDA program asks at start-up
- * (PyTorch's lazy init, stream pools, caching allocators): answers of a single-GPU machine. */
+ * (PyTorch's lazy init, stream pools, caching allocators): answers of one GPU of a
+ * multi-GPU node. */
 
 #pragma GCC visibility push(default)
 cudaError_t CUDARTAPI cudaGraphLaunch_ptsz(cudaGraphExec_t ge, cudaStream_t s);
@@ -829,25 +861,59 @@ cudaError_t CUDARTAPI cudaDeviceGetStreamPriorityRange(int *least, int *greatest
     if (greatest) *greatest = -5;
     return cudaSuccess;
 }
+/* Peer access (sim_peer.c holds the answers: every other device, as on an NVLink node). */
 cudaError_t CUDARTAPI cudaDeviceCanAccessPeer(int *can, int d, int peer) {
     BEGIN("cudaDeviceCanAccessPeer");
     if (!can) return rt_err(cudaErrorInvalidValue);
-    if (d != 0 || peer != 0) return rt_err(cudaErrorInvalidDevice);
-    *can = 0;
-    return cudaSuccess;
+    RET(d_cuDeviceCanAccessPeer(can, d, peer));
+}
+cudaError_t CUDARTAPI cudaDeviceGetP2PAttribute(int *v, enum cudaDeviceP2PAttr a, int src, int dst) {
+    BEGIN("cudaDeviceGetP2PAttribute");
+    RET(d_cuDeviceGetP2PAttribute(v, (CUdevice_P2PAttribute)a, src, dst));
+}
+/* CUDA Runtime API, cudaDeviceEnablePeerAccess: cudaErrorInvalidDevice where cudaDeviceCanAccessPeer
+ * says no (an invalid ordinal, the current device itself), cudaErrorPeerAccessAlreadyEnabled the
+ * second time, cudaErrorInvalidValue for flags other than 0. */
+cudaError_t CUDARTAPI cudaDeviceEnablePeerAccess(int peer, unsigned int flags) {
+    BEGIN("cudaDeviceEnablePeerAccess");
+    CUdevice me = 0;
+    d_cuCtxGetDevice(&me);
+    int can = 0;
+    if (d_cuDeviceCanAccessPeer(&can, me, peer) != CUDA_SUCCESS || !can) return rt_err(cudaErrorInvalidDevice);
+    if (flags) return rt_err(cudaErrorInvalidValue);
+    CUcontext c = NULL;
+    CUresult r = d_cuDevicePrimaryCtxRetain(&c, peer);
+    RET(r ? r : d_cuCtxEnablePeerAccess(c, 0));
+}
+cudaError_t CUDARTAPI cudaDeviceDisablePeerAccess(int peer) {
+    BEGIN("cudaDeviceDisablePeerAccess");
+    if (!valid_device(peer)) return rt_err(cudaErrorInvalidDevice);
+    CUcontext c = NULL;
+    CUresult r = d_cuDevicePrimaryCtxRetain(&c, peer);
+    RET(r ? r : d_cuCtxDisablePeerAccess(c));
+}
+cudaError_t CUDARTAPI cudaStreamGetDevice(cudaStream_t s, int *d) {
+    BEGIN("cudaStreamGetDevice");
+    if (!d) return rt_err(cudaErrorInvalidValue);
+    RET(d_cuStreamGetDevice(ST(s), d));
+}
+cudaError_t CUDARTAPI cudaStreamGetDevice_ptsz(cudaStream_t s, int *d) {
+    BEGIN("cudaStreamGetDevice_ptsz");
+    if (!d) return rt_err(cudaErrorInvalidValue);
+    RET(dp_cuStreamGetDevice(ST(s), d));
 }
 cudaError_t CUDARTAPI cudaGetDeviceFlags(unsigned int *f) { BEGIN("cudaGetDeviceFlags"); if (!f) return rt_err(cudaErrorInvalidValue); *f = 0; return cudaSuccess; }
 cudaError_t CUDARTAPI cudaSetDeviceFlags(unsigned int f) { BEGIN("cudaSetDeviceFlags"); (void)f; return cudaSuccess; }
 cudaError_t CUDARTAPI cudaInitDevice(int d, unsigned int df, unsigned int f) {
     BEGIN("cudaInitDevice");
     (void)df; (void)f;
-    return d == 0 ? cudaSuccess : rt_err(cudaErrorInvalidDevice);
+    return valid_device(d) ? cudaSuccess : rt_err(cudaErrorInvalidDevice);
 }
 cudaError_t CUDARTAPI cudaDeviceGetPCIBusId(char *id, int len, int d) {
     BEGIN("cudaDeviceGetPCIBusId");
     if (!id || len <= 0) return rt_err(cudaErrorInvalidValue);
-    if (d != 0) return rt_err(cudaErrorInvalidDevice);
-    snprintf(id, (size_t)len, "%s", "0000:01:00.0");
+    if (!valid_device(d)) return rt_err(cudaErrorInvalidDevice);
+    snprintf(id, (size_t)len, "0000:%02x:00.0", (unsigned)dev_attr(CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, d));
     return cudaSuccess;
 }
 

@@ -9,8 +9,10 @@
 
 static struct stream *g_streams_live; /* hash of user streams by pointer */
 struct stream *sim_streams_all;       /* every stream ever made (never freed: deps point at them) */
-static struct stream *g_legacy;
-static __thread struct stream *tl_ptds;
+/* One legacy stream per device, and one per-thread stream per thread and device (CUDA Runtime API,
+ * "Stream synchronization behavior": the default stream is per device). */
+static struct stream *g_legacy[SIM_MAX_DEVICES];
+static __thread struct stream **tl_ptds; /* SIM_MAX_DEVICES entries, freed at thread exit */
 pthread_key_t sim_ptds_key;
 
 /* ------------------------------------------------------------------ ops and worker threads */
@@ -65,7 +67,7 @@ static void complete_op_locked(struct stream *s, struct op *o) {
         if (sim_pf_len < sim_pf_cap) sim_pf_log[sim_pf_len++] = o->pf;
         struct alloc *a = sim_find_alloc_locked((uintptr_t)o->pf.ptr);
         if (a && a->res && o->pf.count)
-            sim_res_prefetch_locked(a, (uintptr_t)o->pf.ptr, o->pf.count, o->pf.loc_type == UVMSIM_LOC_DEVICE);
+            sim_res_prefetch_locked(a, (uintptr_t)o->pf.ptr, o->pf.count, o->pf.loc_type == UVMSIM_LOC_DEVICE ? 1 + o->pf.loc_id : 0);
         if (a && a->adv && o->pf.count) {
             size_t p0 = ADV_FIRST(a, o->pf.ptr), p1 = ADV_LAST(a, o->pf.ptr, o->pf.count);
             for (size_t p = p0; p <= p1 && p < a->nadv; p++) {
@@ -160,10 +162,12 @@ static void *worker_main(void *arg) {
 
 /* ------------------------------------------------------------------ stream objects */
 
+/* A stream of the device current on the calling thread. */
 static struct stream *stream_new_locked(int kind, unsigned flags, int prio) {
     struct stream *s = calloc(1, sizeof *s);
     if (!s) return NULL;
     s->magic = STREAM_MAGIC;
+    s->dev = sim_cur_dev();
     s->kind = kind;
     s->flags = flags;
     s->prio = prio;
@@ -181,24 +185,30 @@ static struct stream *stream_new_locked(int kind, unsigned flags, int prio) {
 }
 
 static struct stream *legacy_locked(void) {
-    if (!g_legacy) g_legacy = stream_new_locked(S_LEGACY, 0, 0);
-    return g_legacy;
+    int d = sim_cur_dev();
+    if (!g_legacy[d]) g_legacy[d] = stream_new_locked(S_LEGACY, 0, 0);
+    return g_legacy[d];
 }
 static struct stream *ptds_locked(void) {
-    if (!tl_ptds || tl_ptds->destroyed) {
-        tl_ptds = stream_new_locked(S_PTDS, 0, 0);
-        if (tl_ptds) pthread_setspecific(sim_ptds_key, tl_ptds);
+    if (!tl_ptds) {
+        tl_ptds = calloc(SIM_MAX_DEVICES, sizeof *tl_ptds);
+        if (!tl_ptds) return NULL;
+        pthread_setspecific(sim_ptds_key, tl_ptds);
     }
-    return tl_ptds;
+    struct stream **p = &tl_ptds[sim_cur_dev()];
+    if (!*p || (*p)->destroyed) *p = stream_new_locked(S_PTDS, 0, 0);
+    return *p;
 }
 
 /* A host thread ended: its per-thread stream drains, then its worker exits. */
 void sim_ptds_thread_exit(void *arg) {
-    struct stream *s = arg;
+    struct stream **set = arg;
     pthread_mutex_lock(&sim_mu);
-    s->destroyed = 1;
+    for (int d = 0; d < SIM_MAX_DEVICES; d++)
+        if (set[d]) set[d]->destroyed = 1;
     pthread_cond_broadcast(&sim_cv);
     pthread_mutex_unlock(&sim_mu);
+    free(set);
 }
 
 int sim_is_blocking(const struct stream *s) {
@@ -271,9 +281,10 @@ CUresult sim_submit_locked(struct stream *s, struct op *o, int host_sync, struct
     int bad = 0;
     if (s->kind == S_LEGACY) {
         for (struct stream *t = sim_streams_all; t; t = t->all_next)
-            if (t != s && sim_is_blocking(t) && add_dep(o, &cap, t, t->enq_seq)) bad = 1;
-    } else if (sim_is_blocking(s) && g_legacy) {
-        if (add_dep(o, &cap, g_legacy, g_legacy->enq_seq)) bad = 1;
+            if (t != s && t->dev == s->dev && sim_is_blocking(t) && add_dep(o, &cap, t, t->enq_seq)) bad = 1;
+    } else if (sim_is_blocking(s) && g_legacy[s->dev]) {
+        struct stream *l = g_legacy[s->dev];
+        if (add_dep(o, &cap, l, l->enq_seq)) bad = 1;
     }
     if (extra && extra->s != s && add_dep(o, &cap, extra->s, extra->seq)) bad = 1;
     if (bad) {
@@ -298,6 +309,7 @@ CUresult sim_submit_locked(struct stream *s, struct op *o, int host_sync, struct
     /* UVMSIM_STREAM_CAPACITY: a full queue blocks the caller until an op completes (NVIDIA developer forum: enqueues on a full queue hung). */
     while (sim_sw.stream_capacity && s->enq_seq - s->done_seq >= sim_sw.stream_capacity)
         pthread_cond_wait(&sim_cv, &sim_mu);
+    o->dev = s->dev;
     o->seq = ++s->enq_seq;
     if (s->enq_seq - s->done_seq > sim_max_outstanding) sim_max_outstanding = s->enq_seq - s->done_seq;
     if (o->kind == OP_HOSTFN) sim_hostfns++;
@@ -329,7 +341,7 @@ static void sync_stream_locked(struct stream *s) {
     uint64_t seq = s->enq_seq;
     if (s->kind == S_LEGACY) {
         for (struct stream *t = sim_streams_all; t; t = t->all_next)
-            if (sim_is_blocking(t)) sim_wait_stream_locked(t, t->enq_seq);
+            if (t->dev == s->dev && sim_is_blocking(t)) sim_wait_stream_locked(t, t->enq_seq);
     }
     sim_wait_stream_locked(s, seq);
 }
@@ -338,7 +350,7 @@ static int stream_idle_locked(struct stream *s) {
     if (s->done_seq < s->enq_seq) return 0;
     if (s->kind == S_LEGACY)
         for (struct stream *t = sim_streams_all; t; t = t->all_next)
-            if (sim_is_blocking(t) && t->done_seq < t->enq_seq) return 0;
+            if (t->dev == s->dev && sim_is_blocking(t) && t->done_seq < t->enq_seq) return 0;
     return 1;
 }
 
@@ -424,6 +436,23 @@ static CUresult stream_get(CUstream h, int ptds, unsigned *flags, int *prio) {
 CUresult CUDAAPI cuStreamGetFlags(CUstream h, unsigned int *f) { ENTER("cuStreamGetFlags"); if (!f) return CUDA_ERROR_INVALID_VALUE; return stream_get(h, 0, f, NULL); }
 CUresult CUDAAPI cuStreamGetFlags_ptsz(CUstream h, unsigned int *f) { ENTER("cuStreamGetFlags_ptsz"); if (!f) return CUDA_ERROR_INVALID_VALUE; return stream_get(h, 1, f, NULL); }
 CUresult CUDAAPI cuStreamGetPriority(CUstream h, int *p) { ENTER("cuStreamGetPriority"); if (!p) return CUDA_ERROR_INVALID_VALUE; return stream_get(h, 0, NULL, p); }
+/* The stream's context and device: those current when it was made (cuda.h cuStreamGetCtx; the legacy
+ * and per-thread handles name the calling thread's current context's). */
+static CUresult stream_owner(CUstream h, int ptds, CUcontext *pc, CUdevice *pd) {
+    NEED_CTX();
+    if (!pc && !pd) return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&sim_mu);
+    struct stream *s;
+    CUresult r = sim_resolve_locked(h, ptds, &s);
+    if (!r && pc) *pc = (CUcontext)&sim_primary[s->dev];
+    if (!r && pd) *pd = s->dev;
+    pthread_mutex_unlock(&sim_mu);
+    return r;
+}
+CUresult CUDAAPI cuStreamGetCtx(CUstream h, CUcontext *c) { ENTER("cuStreamGetCtx"); if (!c) return CUDA_ERROR_INVALID_VALUE; return stream_owner(h, 0, c, NULL); }
+CUresult CUDAAPI cuStreamGetCtx_ptsz(CUstream h, CUcontext *c) { ENTER("cuStreamGetCtx_ptsz"); if (!c) return CUDA_ERROR_INVALID_VALUE; return stream_owner(h, 1, c, NULL); }
+CUresult CUDAAPI cuStreamGetDevice(CUstream h, CUdevice *d) { ENTER("cuStreamGetDevice"); if (!d) return CUDA_ERROR_INVALID_VALUE; return stream_owner(h, 0, NULL, d); }
+CUresult CUDAAPI cuStreamGetDevice_ptsz(CUstream h, CUdevice *d) { ENTER("cuStreamGetDevice_ptsz"); if (!d) return CUDA_ERROR_INVALID_VALUE; return stream_owner(h, 1, NULL, d); }
 CUresult CUDAAPI cuStreamGetPriority_ptsz(CUstream h, int *p) { ENTER("cuStreamGetPriority_ptsz"); if (!p) return CUDA_ERROR_INVALID_VALUE; return stream_get(h, 1, NULL, p); }
 
 static CUresult launch_host_func(CUstream h, CUhostFn fn, void *ud, int ptds) {

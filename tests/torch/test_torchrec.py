@@ -1,7 +1,9 @@
 """The reported stack on the simulator: TorchRec's EmbeddingBagCollection over FBGEMM's
 fused_uvm_caching and fused_uvm tables (managed memory FBGEMM allocates, preferred location CPU,
 accessed by the device), four tables of different sizes and dimensions sharded table_wise and
-row_wise, fused EXACT_ROWWISE_ADAGRAD, under torchrun --nproc_per_node=2 (gloo). Each mode saves model
+row_wise, fused EXACT_ROWWISE_ADAGRAD, under torchrun --nproc_per_node=2 (gloo), as users run it: each
+rank on its own simulated device (cuda:LOCAL_RANK, torch.cuda.set_device(LOCAL_RANK)), every local
+table and optimizer state of rank r on device r. Each mode saves model
 and optimizer state with dcp.save and loads it into zeroed shards, bitwise equal, with ShardedTensor
 output and with output_dtensor=True:
 
@@ -122,8 +124,10 @@ def test_save_load(mode, tmp_path):
               f"(torch {x['torch']})")
         assert x["zeroed"] and x["mismatched"] == [], r.describe()
         assert x["kind"] == {"sharded": "ShardedTensor", "dtensor": "DTensor/LocalShardsWrapper"}[x["output"]], r.describe()
-        # FBGEMM's advice on every table: managed, preferred location CPU, accessed by device 0
-        assert all(a == [3, -1, [0]] for a in x["advice"].values()), (x["advice"], r.describe())
+        # one device per rank: the rank's current device holds all its pieces
+        assert x["current_device"] == x["rank"] and x["devices"] == [x["rank"]], r.describe()
+        # FBGEMM's advice on every table: managed, preferred location CPU, accessed by the rank's device
+        assert all(a == [3, -1, [x["rank"]]] for a in x["advice"].values()), (x["advice"], r.describe())
         assert x["largest_local_table"] > THRESHOLD, r.describe()
         assert x["kernels_skipped"] > 0, r.describe()
     row["check"](r, results)
