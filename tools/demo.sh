@@ -54,8 +54,9 @@ if ! has_torch; then
          "first: about 3.2 GB of wheels downloaded into $UVMC_WHEEL_CACHE (kept for the next install) and" \
          "7.5 GB in $UVMC_VENV, about 1.5 minutes (35 s to download, 50 s to install on a fresh machine)." \
          "\`bash tools/demo.sh --no-torch\` skips it and shows the library alone"
-    uvmc_install_python_try "$UVMC_VENV" "$UVMC_TORCH_VERSION" && has_torch ||
+    if ! { uvmc_install_python_try "$UVMC_VENV" "$UVMC_TORCH_VERSION" && has_torch; }; then
         library_alone "installing PyTorch $UVMC_TORCH_VERSION into $UVMC_VENV failed (above)"
+    fi
 fi
 if ! "$py" -c 'import uvmchunk' 2>/dev/null; then
     { uvmc_build_package "$py" && uvmc_install_package "$py"; } ||
