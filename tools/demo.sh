@@ -80,7 +80,7 @@ read -r bytes text < <("$py" -c "import sys
 s = sys.argv[1]; u = {'K': 10, 'M': 20, 'G': 30}.get(s[-1:].upper()); n = int(s[:-1]) << u if u else int(s)
 print(n, f'{n / 2**20:g}MiB')" "$size")
 echo "uvmchunk: PyTorch $torch_version in $UVMC_VENV: dcp.save and dcp.load of one ${text/MiB/ MiB}" \
-     "managed table $where, stock and under uvmchunk-run (about a minute)"
+     "managed table $where, stock and under uvmchunk-run (under a minute)"
 job=("$UVMC_VENV/bin/torchrun" --standalone --nproc_per_node=1 "$UVMC_TOP/integration/checkpoint_job.py" --size "$bytes")
 for run in stock uvmchunk; do
     launch=()  # stock: the same job without libuvmchunk
