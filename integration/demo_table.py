@@ -5,7 +5,8 @@ simulator's counter or PyTorch's host allocator), put in words by report.py's fu
 demo and the harness's tables read the same figures the same way.
 
 usage: demo_table.py --backend gpu|sim FOLDER   (FOLDER/stock.out and .err, FOLDER/uvmchunk.out and
-.err: each run's stdout and stderr). Exit status: 0 when both runs reloaded every byte, else 1."""
+.err: each run's stdout and stderr). Exit status: 0 when both runs reloaded every byte and
+libuvmchunk.so was mapped in the uvmchunk-run job only, else 1."""
 import argparse
 import json
 import os
@@ -54,7 +55,12 @@ def main() -> int:
     if a.backend == "gpu":
         print("page-locked on the GPU: what PyTorch's host allocator asked for, less what libuvmchunk served"
               " lazily (its stats line)")
-    return 0 if all(x["ok"] for x in r) else 1
+    # the columns' names are true only when the library was mapped in the second run alone
+    wrong = [f"{title}: libuvmchunk.so {'mapped' if x.get('preloaded') else 'not mapped'}"
+             for (run, title), x in zip(RUNS, r) if bool(x.get("preloaded")) != (run == "uvmchunk")]
+    for w in wrong:
+        print(f"uvmchunk: {w} in that run (LD_PRELOAD before the demo: {os.environ.get('LD_PRELOAD', '')!r})")
+    return 0 if all(x["ok"] for x in r) and not wrong else 1
 
 
 if __name__ == "__main__":
