@@ -7,7 +7,7 @@
 #   torchrun; its own figures, put side by side by integration/demo_table.py). The PyTorch set it
 #   needs (PyTorch, FBGEMM, TorchRec and this package, in .venv) is installed first when .venv has
 #   none (tools/setup.sh; it says how much disk and how long before it starts);
-# - with --no-torch, or when that install fails, the library alone (uvmchunk-demo --compare: DCP's
+# - with --no-torch (or UVMC_NO_TORCH=1), or when that install fails (exit 1 then), the library alone (uvmchunk-demo --compare: DCP's
 #   copy of one managed table without and with libuvmchunk.so).
 # With other arguments: uvmchunk-demo under uvmchunk-run with them. UVMC_DEMO_SIZE: the PyTorch
 # table's size (default 512M).
@@ -23,6 +23,7 @@ else
     where="on the simulated CUDA runtime ($UVMC_BUILD/sim; no GPU found)"
 fi
 no_torch=false
+[ "${UVMC_NO_TORCH:-}" = 1 ] && no_torch=true  # tools/setup.sh's switch: no PyTorch installed
 if [ "${1:-}" = --no-torch ]; then
     no_torch=true
     shift
@@ -32,7 +33,8 @@ if (($#)); then
     exec "$UVMC_BUILD/uvmchunk-run" -- "$UVMC_BUILD/uvmchunk-demo" "$@"
 fi
 
-# The library alone: uvmchunk-demo --compare, and what the PyTorch path adds ($1: why).
+# The library alone: uvmchunk-demo --compare, and what the PyTorch path adds ($1: why; then exit
+# with $2: 1 after a failed install, so a script that wanted the PyTorch path notices).
 library_alone() {
     echo "uvmchunk: $1: the library alone, $where"
     $sim && export LD_LIBRARY_PATH="$UVMC_BUILD/sim${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -40,9 +42,9 @@ library_alone() {
     echo "That is the library alone; with PyTorch, its Python package makes DCP write managed tables straight"
     echo "from their own pages, about zero extra host memory: \`bash tools/demo.sh\` (without --no-torch)"
     echo "installs the PyTorch set and shows it."
-    exit 0
+    exit "$2"
 }
-$no_torch && library_alone "--no-torch"
+$no_torch && library_alone "--no-torch" 0
 
 # The PyTorch set of the project's: a CUDA build of torch (its FBGEMM / TorchRec pair) and this
 # package in $UVMC_VENV; installed here when there is none (figures: a fresh Debian 12 machine,
@@ -55,12 +57,12 @@ if ! has_torch; then
          "7.5 GB in $UVMC_VENV, about 1.5 minutes (35 s to download, 50 s to install on a fresh machine)." \
          "\`bash tools/demo.sh --no-torch\` skips it and shows the library alone"
     if ! { uvmc_install_python_try "$UVMC_VENV" "$UVMC_TORCH_VERSION" && has_torch; }; then
-        library_alone "installing PyTorch $UVMC_TORCH_VERSION into $UVMC_VENV failed (above)"
+        library_alone "installing PyTorch $UVMC_TORCH_VERSION into $UVMC_VENV failed (above)" 1
     fi
 fi
 if ! "$py" -c 'import uvmchunk' 2>/dev/null; then
     { uvmc_build_package "$py" && uvmc_install_package "$py"; } ||
-        library_alone "installing this tree's uvmchunk package into $UVMC_VENV failed (above)"
+        library_alone "installing this tree's uvmchunk package into $UVMC_VENV failed (above)" 1
 fi
 read -r torch_version cuda_major < <("$py" -c 'import torch; print(torch.__version__, torch.version.cuda.split(".")[0])')
 size=${UVMC_DEMO_SIZE:-512M}
