@@ -113,6 +113,19 @@ def stats_of(err):
     return split + pinned
 
 
+def page_locked(result, stats, backend):
+    """One rank's page-locked peak in bytes, or None where it is not known. On the simulator: its own
+    measured peak (the job's pinned_locked_peak). On a GPU, derived: the peak PyTorch's host allocator
+    asked for minus the bytes libuvmchunk served lazily (stats: that process's stats_of tuple, or
+    None without the library); None when a lazy buffer was pinned at its first use (locked after all)."""
+    if backend == "sim":
+        return result.get("pinned_locked_peak")
+    asked = result.get("pinned_asked_peak")
+    if asked is None or (stats and stats[5]):
+        return None
+    return max(0, asked - (stats[4] if stats else 0))
+
+
 def signed_size(n):
     """A size difference: '+1.50 MiB', '-63 MiB', '0'."""
     return ("-" if n < 0 else "+" if n > 0 else "") + size_text(abs(n))
@@ -183,17 +196,8 @@ def job_row(size, mode, rc, log, folder, note, backend, spec):
     row["rss_top"] = largest([x.get("vmhwm") for x in res], size_text)
     asked = [x.get("pinned_asked_peak") for x in res if x.get("pinned_asked_peak") is not None]
     row["pinned_asked"] = size_text(max(asked)) if asked else "-"
-    if backend == "sim":
-        locked = [x.get("pinned_locked_peak") for x in res if x.get("pinned_locked_peak") is not None]
-        row["pinned_locked"] = size_text(max(locked)) if locked else "-"
-    else:
-        vals = []
-        for r, x in sorted(results.items()):
-            a = x.get("pinned_asked_peak")
-            # a lazy buffer pinned at its first use is locked after all: then nothing is derived
-            if a is not None and not (r in stats and stats[r][5]):
-                vals.append(max(0, a - (stats[r][4] if r in stats else 0)))
-        row["pinned_locked"] = ("~" + size_text(max(vals))) if vals else "-"
+    locked = [v for v in (page_locked(x, stats.get(r), backend) for r, x in sorted(results.items())) if v is not None]
+    row["pinned_locked"] = ("" if backend == "sim" else "~") + size_text(max(locked)) if locked else "-"
     row["split"] = ",".join(f"{stats[r][0]}/{size_text(stats[r][1])}" if r in stats else "-"
                             for r in sorted(results)) or "-"
     row["pageable"] = ",".join(size_text(stats[r][4]) if r in stats else "-" for r in sorted(results)) or "-"
