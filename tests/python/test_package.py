@@ -244,7 +244,11 @@ def test_python_m_says_what_cuda_it_found():
     r = run([str(BUILD / "uvmchunk-run"), "--", sys.executable, "-m", "uvmchunk"],
             env=dict(env, LD_LIBRARY_PATH=str(BUILD / "sim")))
     assert r.returncode == 0, r.stderr
-    assert "\nCUDA: the simulated driver of tests/sim, not a GPU: 1 device (" in r.stdout, r.stdout
+    # the simulator's devices: UVMSIM_DEVICES, 8 unless set (tests/sim/README.md)
+    assert "\nCUDA: the simulated driver of tests/sim, not a GPU: 8 devices (" in r.stdout, r.stdout
+    r3 = run([str(BUILD / "uvmchunk-run"), "--", sys.executable, "-m", "uvmchunk"],
+             env=dict(env, LD_LIBRARY_PATH=str(BUILD / "sim"), UVMSIM_DEVICES="1"))
+    assert "\nCUDA: the simulated driver of tests/sim, not a GPU: 1 device (" in r3.stdout, r3.stdout
     assert said + "active in this Python (" in r.stdout and "on the simulated CUDA driver, not a GPU)" in r.stdout
 
 
