@@ -23,6 +23,7 @@ BODY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "s3_body.py")
 SMALL, LARGE = 64 * MIB, 256 * MIB
 CHUNK = 16 * MIB  # conftest.LIB_ENV's chunk_size: the pieces' size
 AUTO = {"UVMCHUNK_DCP_VIEWS": "on", "UVMCHUNK_PINNED_THRESHOLD": "32MiB"}
+HUGE = 768 * MIB  # issue 29's load size: one run per client
 CLIENTS = {"s3fs": ("s3fs",), "connector": ("s3torchconnector",)}
 
 
@@ -90,15 +91,17 @@ def _bucket(url, name):
     return name
 
 
-def s3_run(server, client, mode, size, name, load=True):
+def s3_run(server, client, mode, size, name, load=True, bucket=None):
     env = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
            "AWS_ENDPOINT_URL": server}
-    r = run_body("save_load", mode == "auto", "--endpoint", server, "--bucket", _bucket(server, f"uvmc-{client}"),
+    bucket = bucket or _bucket(server, f"uvmc-{client}")
+    r = run_body("save_load", mode == "auto", "--endpoint", server, "--bucket", bucket,
                  "--name", name, "--client", client, "--size", str(size), *([] if load else ["--no-load"]),
                  script=BODY, lib_env=AUTO,
                  extra_env=env, timeout=600)
     res = r.result
-    loaded = f", load +{res['load_peak_extra'] / MIB:.0f} MiB {res['load_s']:.2f} s" if load else ""
+    loaded = (f", load +{res['load_peak_extra'] / MIB:.0f} MiB {res['load_s']:.2f} s"
+              f" (raw download {res['raw_s']:.2f} s)" if load else "")
     print(f"{client:9s} {mode:5s} {size // MIB:4d} MiB: save +{res['save_peak_extra'] / MIB:.0f} MiB "
           f"{res['save_s']:.2f} s{loaded}")
     assert not load or res["equal"], r.describe()
@@ -121,6 +124,15 @@ def test_save_in_pieces_stays_flat(server, client):
     assert stock["save_peak_extra"] >= SMALL, stock
     small = s3_run(server, client, "auto", SMALL, "small", load=False)[1]  # bitwise: stock's and the large one's
     r, large = s3_run(server, client, "auto", LARGE, "large")
+    # loads in pieces (python/uvmchunk/_reads.py through _streams.open_source): stock's load
+    # torch.loads the whole item and copies it; the library's adds at most 256 MiB for 768 MiB and
+    # at most 32 MiB more than for 256 MiB (seconds printed beside stock's and the raw download's)
+    huge = s3_run(server, client, "auto", HUGE, "huge")[1]
+    print(f"{client}: load {HUGE // MIB} MiB {huge['load_s']:.2f} s, raw download {huge['raw_s']:.2f} s "
+          f"({huge['load_s'] / huge['raw_s']:.2f}x); stock {SMALL // MIB} MiB {stock['load_s']:.2f} s, "
+          f"library {SMALL * 0 + LARGE // MIB} MiB {large['load_s']:.2f} s")
+    assert huge["load_peak_extra"] <= 256 * MIB, huge
+    assert huge["load_peak_extra"] - large["load_peak_extra"] <= 32 * MIB, (large, huge)
     # what the client's write() was handed: the whole record stock, a piece at most with the library
     assert stock["largest_write"] >= SMALL, stock
     assert max(small["largest_write"], large["largest_write"]) <= CHUNK, (small, large)
@@ -132,3 +144,12 @@ def test_save_in_pieces_stays_flat(server, client):
     if client == "connector" and growth > 32 * MIB:
         pytest.xfail(f"s3torchconnector's own upload buffers grew by {growth / MIB:.0f} MiB (a slow server)")
     assert growth <= 32 * MIB, (small, large)
+
+
+def test_file_url_load_in_pieces(server, tmp_path):
+    """A load through DCP's FsspecReader over fsspec's local file system (checkpoint_id
+    "file://..."): 600 MiB read in pieces into the table adds at most 128 MiB (stock: the item
+    whole, torch.load's copy and more)."""
+    size = 600 * MIB
+    r, res = s3_run(server, "file", "auto", size, "file", bucket=str(tmp_path))
+    assert res["load_peak_extra"] <= 128 * MIB, r.describe()
