@@ -5,8 +5,8 @@ S3StorageWriter, stock and under the library, then loaded back bitwise. Stock co
 whole at least once on its way to the client (torch.save's one write per record, fsspec's BytesIO,
 the connector's bytes()); under the library a save writes the table in pieces
 (python/uvmchunk/_streams.py): through s3fs its host memory stays flat as the table grows (64 MiB
-against 256 MiB). The load's figures are printed, not asserted (it still takes the clients' own
-path: issue 29's loads are not done yet)."""
+against 256 MiB). Loads read in pieces too (python/uvmchunk/_reads.py through
+_streams.open_source): at 768 MiB their host memory is bounded and flat against 256 MiB."""
 import os
 import socket
 import subprocess
@@ -128,9 +128,13 @@ def test_save_in_pieces_stays_flat(server, client):
     # torch.loads the whole item and copies it; the library's adds at most 256 MiB for 768 MiB and
     # at most 32 MiB more than for 256 MiB (seconds printed beside stock's and the raw download's)
     huge = s3_run(server, client, "auto", HUGE, "huge")[1]
-    print(f"{client}: load {HUGE // MIB} MiB {huge['load_s']:.2f} s, raw download {huge['raw_s']:.2f} s "
-          f"({huge['load_s'] / huge['raw_s']:.2f}x); stock {SMALL // MIB} MiB {stock['load_s']:.2f} s, "
-          f"library {SMALL * 0 + LARGE // MIB} MiB {large['load_s']:.2f} s")
+    # moto copies the whole object for every ranged GET (moto/s3/models.py FakeKey.value), so a
+    # load of N pieces pays N object copies on the server here, not on a real store
+    loads = (f"{client}: load {HUGE // MIB} MiB +{huge['load_peak_extra'] / MIB:.0f} MiB {huge['load_s']:.2f} s, "
+             f"raw download {huge['raw_s']:.2f} s ({huge['load_s'] / huge['raw_s']:.2f}x); "
+             f"{LARGE // MIB} MiB +{large['load_peak_extra'] / MIB:.0f} MiB; stock {SMALL // MIB} MiB "
+             f"+{stock['load_peak_extra'] / MIB:.0f} MiB {stock['load_s']:.2f} s")
+    print(loads)
     assert huge["load_peak_extra"] <= 256 * MIB, huge
     assert huge["load_peak_extra"] - large["load_peak_extra"] <= 32 * MIB, (large, huge)
     # what the client's write() was handed: the whole record stock, a piece at most with the library
@@ -142,7 +146,7 @@ def test_save_in_pieces_stays_flat(server, client):
     growth = large["save_peak_extra"] - small["save_peak_extra"]
     print(f"{client}: the library's save grows by {growth / MIB:.0f} MiB from {SMALL // MIB} to {LARGE // MIB} MiB")
     if client == "connector" and growth > 32 * MIB:
-        pytest.xfail(f"s3torchconnector's own upload buffers grew by {growth / MIB:.0f} MiB (a slow server)")
+        pytest.xfail(f"s3torchconnector's own upload buffers grew by {growth / MIB:.0f} MiB (a slow server); {loads}")
     assert growth <= 32 * MIB, (small, large)
 
 
