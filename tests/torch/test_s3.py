@@ -157,3 +157,26 @@ def test_file_url_load_in_pieces(server, tmp_path):
     size = 600 * MIB
     r, res = s3_run(server, "file", "auto", size, "file", bucket=str(tmp_path))
     assert res["load_peak_extra"] <= 128 * MIB, r.describe()
+
+
+def test_store_fault_raises_the_clients_error():
+    """A store's read that fails part-way raises the client's own error (not wrapped, no retry
+    loop that could hang), with a note naming the item and how much of it had landed."""
+    from uvmchunk import _reads, _streams
+
+    class Fault(Exception):
+        pass
+
+    class Flaky(_streams.Source):
+        def readinto(self, view, at):
+            if at:
+                raise Fault("connection reset")
+            view[:] = b"x" * len(view)
+            return len(view)
+
+    reads = _reads._Reads()
+    reads.chunk = 4096
+    out = memoryview(bytearray(3 * 4096))
+    with pytest.raises(Fault) as e:
+        reads.pread(Flaky(), out, 0, "t (file __0_0.distcp, offset 0)")
+    assert sys.version_info < (3, 11) or "4096 of 12288 bytes" in " ".join(getattr(e.value, "__notes__", [])), e.value
