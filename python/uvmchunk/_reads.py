@@ -1,12 +1,14 @@
 """Direct reads for dcp.load: an item whose target is a CPU view of a managed table (uvmchunk._views)
-is read from the checkpoint file straight into the table's pages, in bounded chunks, where PyTorch's
+is read from the checkpoint file (a local file, or a store's object through DCP's FsspecReader or
+s3torchconnector's S3StorageReader, uvmchunk._streams.open_source) straight into the table's pages,
+in bounded chunks, where PyTorch's
 FileSystemReader.read_data (torch/distributed/checkpoint/filesystem.py, 2.8 to 2.15) would
 torch.load the item's whole slice into a new CPU tensor and copy_ it into the target.
 
 ``install`` wraps FileSystemReader.read_data once (the original stays as ``__wrapped__``). The
 wrapper acts only for a planner that takes views (uvmchunk.dcp's load planners, the automatic
 path's default planners) and a reader that is exactly PyTorch's (no override of read_data or
-_slice_file, its local FileSystem); then it runs read_data's own loop, item by item, with the
+_slice_file, on a file system _streams.open_source reads); then it runs read_data's own loop, item by item, with the
 target resolved before the read: an item it cannot read exactly as torch.load would (another
 format, dtype or byte order, a stream transform, a non-contiguous stored tensor, a target that is
 no view) takes PyTorch's per-item code unchanged, said once per reason. Extra host memory: one
@@ -14,6 +16,7 @@ bounce buffer of at most ``chunk_bytes()`` for requests that are not whole rows,
 from __future__ import annotations
 
 import collections
+import contextlib
 import ctypes
 import functools
 import io
@@ -33,19 +36,19 @@ from torch.futures import Future
 from . import _accounting
 from ._config import say_once, stock
 from ._cuda import rt
-from ._streams import chunk_bytes
+from ._streams import Source, chunk_bytes, kind_of, open_source
 from ._views import Viewer
 
 DIRECT_RUN = 1 << 20  # contiguous runs of at least this many bytes are read straight into the view
 
 
 class _Slice(io.RawIOBase):
-    """An item's slice [offset, offset + length) of an open file, read positionally (os.preadv),
+    """An item's slice [offset, offset + length) of a stored object, read positionally (a Source),
     so the caller's stream position is untouched. zipfile reads the archive's directory through it."""
 
-    def __init__(self, fd: int, offset: int, length: int) -> None:
+    def __init__(self, src: Source, offset: int, length: int) -> None:
         super().__init__()
-        self.fd, self.offset, self.length, self.pos = fd, offset, length, 0
+        self.src, self.offset, self.length, self.pos = src, offset, length, 0
 
     def readable(self) -> bool:
         return True
@@ -65,7 +68,7 @@ class _Slice(io.RawIOBase):
         n = min(len(b), self.length - self.pos)
         if n <= 0:
             return 0
-        got = os.preadv(self.fd, [memoryview(b).cast("B")[:n]], self.offset + self.pos)
+        got = self.src.readinto(memoryview(b).cast("B")[:n], self.offset + self.pos)
         self.pos += got
         return got
 
@@ -99,11 +102,11 @@ class _Meta(pickle.Unpickler):
         return (pid[1][1], str(pid[2]), int(pid[4]))  # dtype, record key, elements
 
 
-def _member(fd: int, offset: int, length: int, info: zipfile.ZipInfo) -> tuple[int, int]:
+def _member(src: Source, offset: int, length: int, info: zipfile.ZipInfo) -> tuple[int, int]:
     """(offset in the slice, bytes) of a stored member's data, from its local header; ValueError
     when it is compressed or lies outside the slice. Its CRC-32 is not checked: torch.load does not
     check it either, and a writer with torch.serialization.config.save.compute_crc32 off leaves it 0."""
-    head = os.pread(fd, 30, offset + info.header_offset)
+    head = src.pread(30, offset + info.header_offset)
     if info.compress_type != zipfile.ZIP_STORED or len(head) != 30 or head[:4] != b"PK\x03\x04":
         raise ValueError(info.filename)
     name_len, extra_len = struct.unpack("<HH", head[26:30])
@@ -113,15 +116,15 @@ def _member(fd: int, offset: int, length: int, info: zipfile.ZipInfo) -> tuple[i
     return start, info.file_size
 
 
-def _record(fd: int, offset: int, length: int) -> tuple[Optional[tuple], str]:
+def _record(src: Source, offset: int, length: int) -> tuple[Optional[tuple], str]:
     """(dtype, stored tensor, file offset of its data record's first byte, record bytes), or None
     and why, for the torch.save archive at [offset, offset + length) of the file."""
     def member(name: str) -> bytes:
-        start, n = _member(fd, offset, length, zf.getinfo(name))
-        return os.pread(fd, n, offset + start)
+        start, n = _member(src, offset, length, zf.getinfo(name))
+        return src.pread(n, offset + start)
 
     try:
-        with zipfile.ZipFile(_Slice(fd, offset, length)) as zf:  # reads the central directory only
+        with zipfile.ZipFile(io.BufferedReader(_Slice(src, offset, length), 64 << 10)) as zf:  # reads the central directory only
             names = zf.namelist()
             prefix = names[0].split("/", 1)[0] if names else ""
             stored = _Meta(io.BytesIO(member(f"{prefix}/data.pkl"))).load()
@@ -129,7 +132,7 @@ def _record(fd: int, offset: int, length: int) -> tuple[Optional[tuple], str]:
                 return None, "not a plain tensor"
             order = member(f"{prefix}/byteorder").decode() if f"{prefix}/byteorder" in names else None
             dtype, key, numel = stored.storage
-            start, nbytes = _member(fd, offset, length, zf.getinfo(f"{prefix}/data/{key}"))
+            start, nbytes = _member(src, offset, length, zf.getinfo(f"{prefix}/data/{key}"))
     except (zipfile.BadZipFile, zipfile.LargeZipFile, KeyError, OSError, EOFError, ValueError, TypeError,
             IndexError, AttributeError, pickle.UnpicklingError, UnicodeDecodeError) as e:
         return None, f"not a torch.save archive read here ({type(e).__name__})"
@@ -163,16 +166,21 @@ class _Reads:
         self.bounce: Optional[torch.Tensor] = None
         self.call = _accounting.current()  # made on the caller's thread (read_data): its reads count there
 
-    def pread(self, fd: int, out: memoryview, at: int, item: str) -> None:
+    def pread(self, src: Source, out: memoryview, at: int, item: str) -> None:
         """Fills `out` from file offset `at`, one chunk per call; a file that ends early is an error
         naming the item (the bytes read so far have landed)."""
         done = 0
         while done < len(out):
             try:
-                got = os.preadv(fd, [out[done:done + self.chunk]], at + done)
+                got = src.readinto(out[done:done + self.chunk], at + done)
             except OSError as e:  # EIO and the like: say what has landed (stock's torch.load fails before copy_)
                 raise RuntimeError(f"uvmchunk: dcp.load of {item}: reading the checkpoint file failed after {done} "
                                    f"of {len(out)} bytes of its data had landed in the table ({e})") from e
+            except Exception as e:  # a store client's own error (botocore's, the connector's S3Exception): raised as is
+                if done and hasattr(e, "add_note"):
+                    e.add_note(f"uvmchunk: dcp.load of {item}: {done} of {len(out)} bytes of its data had "
+                               f"landed in the table")
+                raise
             if got <= 0:
                 raise RuntimeError(f"uvmchunk: dcp.load of {item}: the checkpoint file ends after {done} of "
                                    f"{len(out)} bytes of its data")
@@ -186,7 +194,7 @@ class _Reads:
             _accounting.add("bounce_bytes", grown, self.call)  # the call's largest bounce buffer
         return self.bounce[:nbytes]
 
-    def read(self, fd: int, rec: tuple, req: Any, target: torch.Tensor, item: str) -> bool:
+    def read(self, src: Source, rec: tuple, req: Any, target: torch.Tensor, item: str) -> bool:
         """Reads request `req` of the stored tensor described by `rec` into `target`; False (nothing
         read) when the request does not match what torch.load + narrow would give."""
         dtype, stored, data_at, _ = rec
@@ -212,7 +220,7 @@ class _Reads:
         out = _as_bytes(target)
         base = stored.offset + sum(a * s for a, s in zip(o, stride))
         if not size or math.prod(lengths[:r]) == 1:  # one run: the whole request, e.g. rows
-            self.pread(fd, out, data_at + base * esize, item)
+            self.pread(src, out, data_at + base * esize, item)
             _accounting.add("direct_read_bytes", len(out), self.call)
             return True
         k = 0  # runs done, in target order
@@ -224,15 +232,15 @@ class _Reads:
             while left:
                 g = min(per_group, left)
                 if g == 1 and run * esize >= DIRECT_RUN or run + (g - 1) * gap > self.chunk // esize:
-                    self.pread(fd, out[k * run * esize:(k + 1) * run * esize], data_at + at * esize, item)
+                    self.pread(src, out[k * run * esize:(k + 1) * run * esize], data_at + at * esize, item)
                     _accounting.add("direct_read_bytes", run * esize, self.call)
                     g = 1
                 else:
                     span = (run + (g - 1) * gap) * esize
                     buf = self.bounce_of(span)
-                    self.pread(fd, _as_bytes(buf), data_at + at * esize, item)
-                    src = buf.view(dtype).as_strided((g, run), (gap, 1))
-                    flat[k * run:(k + g) * run].view(g, run).copy_(src)
+                    self.pread(src, _as_bytes(buf), data_at + at * esize, item)
+                    rows = buf.view(dtype).as_strided((g, run), (gap, 1))
+                    flat[k * run:(k + g) * run].view(g, run).copy_(rows)
                 at += g * gap
                 k += g
                 left -= g
@@ -264,8 +272,8 @@ def _why_not(reader: Any, planner: Any, wrapper: Any) -> Optional[str]:
     cls = type(reader)
     if getattr(cls, "read_data") is not wrapper or cls._slice_file is not filesystem.FileSystemReader._slice_file:
         return f"storage reader {cls.__qualname__} overrides read_data or _slice_file"
-    if type(getattr(reader, "fs", None)) is not filesystem.FileSystem:
-        return f"storage reader {cls.__qualname__} is not on the local file system"
+    if kind_of(getattr(reader, "fs", None)) is None:
+        return f"storage reader {cls.__qualname__} is on a file system read here no other way"
     if getattr(type(planner), "commit_tensor", None) is not DefaultLoadPlanner.commit_tensor:
         return f"planner {type(planner).__qualname__} overrides commit_tensor"
     return None
@@ -299,7 +307,9 @@ def _read_data(reader: Any, plan: Any, planner: Any) -> Future:
         per_file.setdefault(reader.storage_data[req.storage_index].relative_path, []).append(req)
     for relative_path, reqs in per_file.items():
         path = reader.fs.concat_path(reader.path, relative_path)
-        with reader.fs.create_stream(path, "rb") as stream:
+        with reader.fs.create_stream(path, "rb") as stream, \
+                contextlib.ExitStack() as sources:
+            src: Optional[Source] = None  # opened at the first item read directly
             records: dict[tuple[int, int], tuple] = {}  # one item read by several requests: parsed once
             for req in reqs:
                 md = reader.storage_data[req.storage_index]
@@ -319,10 +329,12 @@ def _read_data(reader: Any, plan: Any, planner: Any) -> Future:
                     why = "target is no view"  # not said: stock's path is the normal one for these
                 else:
                     key = (md.offset, md.length)
+                    if src is None:
+                        src = sources.enter_context(open_source(reader.fs, path, stream))
                     if key not in records:
-                        records[key] = _record(stream.fileno(), md.offset, md.length)
+                        records[key] = _record(src, md.offset, md.length)
                     rec, why = records[key]
-                    if rec is not None and not reads.read(stream.fileno(), rec, req, target, item):
+                    if rec is not None and not reads.read(src, rec, req, target, item):
                         why = "dtype, shape or layout differs from the request"
                 if why:
                     if why != "target is no view":

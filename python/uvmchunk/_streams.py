@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import io
+import os
 import re
 import threading
 from typing import Any, Callable, Iterator, Optional
@@ -131,3 +132,99 @@ def install() -> None:
 
         write_files._uvmchunk_pieces = True
         filesystem._write_files_from_queue = write_files
+
+
+class Source:
+    """Positional reads of one stored object: ``readinto(view, at)`` fills a prefix of `view` from
+    byte `at` and says how many bytes it placed (0 at the end). The direct reads (uvmchunk._reads)
+    call it once per piece, so nothing here holds more than the piece being placed."""
+
+    def readinto(self, view: memoryview, at: int) -> int:
+        raise NotImplementedError
+
+    def pread(self, n: int, at: int) -> bytes:
+        """Up to `n` bytes from `at` (the archive's small records: headers, data.pkl)."""
+        buf = bytearray(n)
+        got = 0
+        while got < n:
+            k = self.readinto(memoryview(buf)[got:], at + got)
+            if k <= 0:
+                break
+            got += k
+        return bytes(buf[:got])
+
+
+class FdSource(Source):
+    """A local file descriptor, read with os.preadv: no buffer at all, the caller's position kept."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def readinto(self, view: memoryview, at: int) -> int:
+        return os.preadv(self.fd, [view], at)
+
+
+class StreamSource(Source):
+    """A seekable stream opened without a read-ahead cache (a store's file: fsspec's with
+    cache_type="none", the connector's range-based reader with no buffer): each read is one ranged
+    request of exactly the piece asked for, placed with ``readinto`` where the stream has it, else
+    ``read(n)`` and a copy of that one piece."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+
+    def readinto(self, view: memoryview, at: int) -> int:
+        self.stream.seek(at)
+        into = getattr(self.stream, "readinto", None)
+        if into is not None:
+            try:
+                got = into(view)
+                return 0 if got is None else got
+            except (io.UnsupportedOperation, NotImplementedError):
+                pass
+        data = self.stream.read(len(view))
+        view[:len(data)] = data
+        return len(data)
+
+
+@contextlib.contextmanager
+def open_source(fs: Any, path: Any, stream: Any) -> Iterator[Optional[Source]]:
+    """A Source over checkpoint file `path` of DCP file system `fs` (`stream`: the one its
+    create_stream opened for DCP's own reads of that file), opened through the reader's
+    own client (its credentials and endpoint), or None for a file system read here no other way:
+    PyTorch's local FileSystem (torch/distributed/checkpoint/filesystem.py: a file descriptor),
+    DCP's fsspec FileSystem (torch/distributed/checkpoint/_fsspec_filesystem.py: ``fs.fs.open`` with
+    cache_type="none", fsspec/caching.py's cache that keeps nothing, so s3fs fetches each read's
+    range only) and s3torchconnector's S3FileSystem (s3torchconnector/dcp/s3_file_system.py: its
+    client's get_object with S3ReaderConstructor.range_based(buffer_size=0), one range request per
+    read, s3torchconnector/s3reader/ranged.py)."""
+    kind = kind_of(fs)
+    if kind == "local":
+        yield FdSource(stream.fileno())
+    elif kind == "fsspec":
+        with fs.fs.open(path, "rb", cache_type="none") as f:
+            yield StreamSource(f)
+    elif kind == "connector":
+        from s3torchconnector._s3dataset_common import parse_s3_uri  # type: ignore[import-not-found]
+        from s3torchconnector.s3reader import S3ReaderConstructor  # type: ignore[import-not-found]
+        bucket, key = parse_s3_uri(str(path))
+        with fs._client.get_object(bucket, key, reader_constructor=S3ReaderConstructor.range_based(0)) as f:
+            yield StreamSource(f)
+    else:
+        yield None
+
+
+def kind_of(fs: Any) -> Optional[str]:
+    """"local", "fsspec" or "connector" for a DCP file system open_source reads, else None."""
+    from torch.distributed.checkpoint import filesystem
+
+    if type(fs) is filesystem.FileSystem:
+        return "local"
+    mod = type(fs).__module__
+    if mod == "torch.distributed.checkpoint._fsspec_filesystem" and type(fs).__name__ == "FileSystem" \
+            and getattr(fs, "fs", None) is not None:
+        return "fsspec"
+    if mod == "s3torchconnector.dcp.s3_file_system" and type(fs).__name__ == "S3FileSystem" \
+            and getattr(fs, "_client", None) is not None:
+        return "connector"
+    return None

@@ -34,6 +34,8 @@ def connector_fs(endpoint, reader=None):
 def storage(a, writer, name=None):
     """(keyword, storage) for dcp.save / dcp.load of checkpoint `name` (default --name):
     checkpoint_id alone for s3fs, the connector's writer or reader otherwise."""
+    if a.client == "file":  # DCP's FsspecReader / FsspecWriter over fsspec's local file system
+        return {"checkpoint_id": f"file://{a.bucket}/{name or a.name}"}
     url = f"s3://{a.bucket}/{name or a.name}"
     if a.client == "s3fs":
         return {"checkpoint_id": url}
@@ -50,7 +52,7 @@ def storage(a, writer, name=None):
 def watch_writes(client):
     """The largest buffer the client's file's write() is handed, in a one-element list: fsspec's
     AbstractBufferedFile (s3fs) or the connector's S3Writer, wrapped in this process."""
-    if client == "s3fs":
+    if client in ("s3fs", "file"):
         from fsspec.spec import AbstractBufferedFile as cls
     else:
         from s3torchconnector import S3Writer as cls
@@ -94,17 +96,42 @@ def body_save_load(a):
     back = cuda_from(torch.zeros(a.size // ROW, ROW, dtype=torch.uint8), managed=True)
     load_peak, load_s = measured(lambda: dcp.load({"t": back}, **storage(a, False)))
     equal = torch.equal(back.cpu().view(-1), pattern(a.size, 11))
+    raw_s = raw_download(a)
     result(equal=equal, table_bytes=a.size, largest_write=largest[0], save_peak_extra=save_peak, save_s=save_s,
-           load_peak_extra=load_peak, load_s=load_s)
+           load_peak_extra=load_peak, load_s=load_s, raw_s=raw_s)
+
+
+def raw_download(a):
+    """Seconds the client itself takes to download the checkpoint's data file whole (s3fs's
+    cat_file, the connector's get_object().read()): what a load in pieces is compared with."""
+    if a.client == "file":
+        path = [os.path.join(a.bucket, a.name, f) for f in os.listdir(os.path.join(a.bucket, a.name))
+                if f.endswith(".distcp")][0]
+        t0 = time.monotonic()
+        with open(path, "rb") as f:
+            n = len(f.read())
+        assert n >= a.size, n
+        return time.monotonic() - t0
+    import s3fs
+    fs = s3fs.S3FileSystem(client_kwargs={"endpoint_url": a.endpoint})
+    data = [p for p in fs.ls(f"{a.bucket}/{a.name}") if p.endswith(".distcp")][0]
+    t0 = time.monotonic()
+    if a.client == "s3fs":
+        n = len(fs.cat_file(data))
+    else:
+        bucket, key = data.split("/", 1)
+        n = len(connector_fs(a.endpoint)._client.get_object(bucket, key).read())
+    assert n >= a.size, n
+    return time.monotonic() - t0
 
 
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("body")
     p.add_argument("--endpoint", required=True)
-    p.add_argument("--bucket", required=True)
+    p.add_argument("--bucket", required=True, help="the bucket; for --client file, a local folder")
     p.add_argument("--name", required=True)
-    p.add_argument("--client", choices=("s3fs", "connector"), required=True)
+    p.add_argument("--client", choices=("s3fs", "connector", "file"), required=True)
     p.add_argument("--size", type=int, required=True)
     p.add_argument("--no-load", action="store_true", help="save only")
     a = p.parse_args()
