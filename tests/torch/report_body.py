@@ -19,20 +19,26 @@ from torch_body import _clear_hwm, _status_kib, cuda_from, pattern, result  # no
 MIB = 1 << 20
 
 
+def _end_reading():
+    """(VmRSS, RssAnon, VmHWM) in bytes now."""
+    return _status_kib("VmRSS") * 1024, _status_kib("RssAnon") * 1024, _status_kib("VmHWM") * 1024
+
+
 def measured(fn, folder=None):
     """(seconds, peak bytes above the resident size before, bytes left resident and anonymous bytes
     left after, bytes of the files under `folder`) of fn(); "raised": the type name of what fn
-    raised (not raised on)."""
+    raised (not raised on). fn may return the call's end reading (_end_reading's tuple) where the call
+    ends elsewhere than on this thread (dcp.async_save); else it is read when fn returns."""
     _clear_hwm()
     rss0, anon0 = _status_kib("VmRSS") * 1024, _status_kib("RssAnon") * 1024
     t0 = time.monotonic()
-    raised = None
+    raised = end = None
     try:
-        fn()
+        end = fn()
     except BaseException as e:  # noqa: BLE001  (DCP's CheckpointException is a BaseException)
         raised = type(e).__name__
     secs = time.monotonic() - t0
-    rss1, anon1, hwm = _status_kib("VmRSS") * 1024, _status_kib("RssAnon") * 1024, _status_kib("VmHWM") * 1024
+    rss1, anon1, hwm = end if isinstance(end, tuple) else _end_reading()  # dcp.save returns its Metadata
     return {"seconds": secs, "peak": hwm - rss0, "after": rss1 - rss0, "anon_after": anon1 - anon0,
             "files": _file_bytes(folder), "raised": raised}
 
@@ -66,8 +72,16 @@ def main():
     equal = all(torch.equal(fresh[k].cpu(), state[k].cpu()) for k in state)
 
     def async_save():
+        # The call ends in its upload's done callbacks, on the uploading thread: the package's report
+        # takes its last reading in the one it registered inside the call, and the staged copy is
+        # freed after them. The job reads in the next callback (concurrent.futures runs them in
+        # the order added), so both readings end the same call, before that release and before
+        # anything this thread does once result() returns.
         r = dcp.async_save(state, checkpoint_id=ckpt + "/b")
-        getattr(r, "upload_completion", r).result()
+        upload, end = getattr(r, "upload_completion", r), []
+        upload.add_done_callback(lambda _f: end.append(_end_reading()))
+        upload.result()
+        return end[0] if end else None
     own["dcp.async_save"] = measured(async_save, ckpt + "/b")
     time.sleep(0.5)  # the report of an async save is finished by the upload's done callback
     if "--extra" in sys.argv:
