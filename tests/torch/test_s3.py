@@ -8,15 +8,12 @@ the connector's bytes()); under the library a save writes the table in pieces
 against 256 MiB). Loads read in pieces too (python/uvmchunk/_reads.py through
 _streams.open_source): at 768 MiB their host memory is bounded and flat against 256 MiB."""
 import os
-import socket
-import subprocess
 import sys
-import time
-import urllib.request
 
 import pytest
 
 from conftest import run_body
+from s3_server import CREDENTIALS, bucket as _bucket, need as _need, server  # noqa: F401  (server: a fixture)
 
 MIB = 1 << 20
 BODY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "s3_body.py")
@@ -27,73 +24,8 @@ HUGE = 768 * MIB  # issue 29's load size: one run per client
 CLIENTS = {"s3fs": ("s3fs",), "connector": ("s3torchconnector",)}
 
 
-def _missing(modules):
-    """The modules of `modules` this Python cannot import (run in a child: importing them here
-    would bring their threads into the test process)."""
-    code = "import importlib.util, sys; print(' '.join(m for m in sys.argv[1:] if importlib.util.find_spec(m) is None))"
-    out = subprocess.run([sys.executable, "-c", code, *modules], capture_output=True, text=True).stdout
-    return out.split()
-
-
-def _need(modules):
-    missing = _missing(modules)
-    if not missing:
-        return
-    why = f"{' '.join(missing)} not installed in {sys.executable} (tools/setup.sh installs it)"
-    # the main PyTorch set must test the clients in CI: a missing one fails there (tools/test.sh
-    # sets UVMC_TORCH_PYTHON only for the other sets)
-    if os.environ.get("CI") == "true" and not os.environ.get("UVMC_TORCH_PYTHON"):
-        pytest.fail(why)
-    pytest.skip(why)
-
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    """moto's S3 server in its own process (it keeps objects in its own memory: the bodies measure
-    only themselves); its endpoint URL. Its request log goes to a file (a pipe nobody reads would
-    fill and stall the server), and it is killed if it does not stop when asked."""
-    _need(["moto", "flask"])
-    port = _free_port()
-    log_path = tmp_path_factory.mktemp("moto") / "server.log"
-    log = open(log_path, "wb")
-    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                            stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    try:
-        while True:
-            try:
-                urllib.request.urlopen(url, timeout=2).close()
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"moto's server did not start: {log_path.read_text(errors='replace')[-2000:]}")
-                time.sleep(0.2)
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
-
-
-def _bucket(url, name):
-    urllib.request.urlopen(urllib.request.Request(f"{url}/{name}", method="PUT"), timeout=30).close()
-    return name
-
-
 def s3_run(server, client, mode, size, name, load=True, bucket=None):
-    env = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
-           "AWS_ENDPOINT_URL": server}
+    env = {**CREDENTIALS, "AWS_ENDPOINT_URL": server}
     bucket = bucket or _bucket(server, f"uvmc-{client}")
     r = run_body("save_load", mode == "auto", "--endpoint", server, "--bucket", bucket,
                  "--name", name, "--client", client, "--size", str(size), *([] if load else ["--no-load"]),
