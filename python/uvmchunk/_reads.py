@@ -167,12 +167,14 @@ class _Reads:
         self.call = _accounting.current()  # made on the caller's thread (read_data): its reads count there
 
     def pread(self, src: Source, out: memoryview, at: int, item: str) -> None:
-        """Fills `out` from file offset `at`, one chunk per call; a file that ends early is an error
-        naming the item (the bytes read so far have landed)."""
+        """Fills `out` from file offset `at`, a chunk at a time (``Source.fill``: one request for
+        all of `out` where the store streams it); a file that ends early is an error naming the item
+        (the bytes read so far have landed)."""
         done = 0
+        pieces = src.fill(out, at, self.chunk)
         while done < len(out):
             try:
-                got = src.readinto(out[done:done + self.chunk], at + done)
+                got = next(pieces, done) - done
             except OSError as e:  # EIO and the like: say what has landed (stock's torch.load fails before copy_)
                 raise RuntimeError(f"uvmchunk: dcp.load of {item}: reading the checkpoint file failed after {done} "
                                    f"of {len(out)} bytes of its data had landed in the table ({e})") from e

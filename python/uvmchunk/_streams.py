@@ -16,6 +16,7 @@ import functools
 import io
 import os
 import re
+import sys
 import threading
 from typing import Any, Callable, Iterator, Optional
 
@@ -154,6 +155,19 @@ class Source:
         return bytes(buf[:got])
 
 
+    def fill(self, out: memoryview, at: int, piece: int) -> Iterator[int]:
+        """Fills `out` from byte `at` in order, at most `piece` bytes per step, yielding the bytes
+        placed so far after each step; stops early at the end of the object. Here a ``readinto``
+        per piece; a store that streams one request's body in pieces reads `out` with one request."""
+        done = 0
+        while done < len(out):
+            got = self.readinto(out[done:done + piece], at + done)
+            if got <= 0:
+                return
+            done += got
+            yield done
+
+
 class FdSource(Source):
     """A local file descriptor, read with os.preadv: no buffer at all, the caller's position kept."""
 
@@ -187,6 +201,53 @@ class StreamSource(Source):
         return len(data)
 
 
+class S3fsSource(StreamSource):
+    """An s3fs object: small reads as StreamSource's (one ranged GET each), and ``fill`` with one
+    ranged GET whose body is read a piece at a time straight into `out`: s3fs's ``call_s3``
+    (s3fs/core.py, its credentials, endpoint and request arguments) returns aiobotocore's
+    streaming body, read on s3fs's event loop (fsspec.asyn.sync); aiohttp pauses the socket once
+    its buffer holds about 128 KiB (aiohttp/streams.py, StreamReader's high-water mark), so
+    nothing is fetched ahead of what the piece being placed asks for. One request per item,
+    where a read per piece would send one per piece."""
+
+    def __init__(self, stream: Any, fs: Any, path: str) -> None:
+        super().__init__(stream)
+        self.fs, self.path = fs, path
+
+    def fill(self, out: memoryview, at: int, piece: int) -> Iterator[int]:
+        from fsspec.asyn import sync
+
+        if not len(out):
+            return
+        bucket, key, version = self.fs.split_path(self.path)
+        extra = {"VersionId": version} if version else {}
+        body = self.fs.call_s3("get_object", Bucket=bucket, Key=key, Range=f"bytes={at}-{at + len(out) - 1}",
+                               **extra)["Body"]
+        try:
+            done = 0
+            while done < len(out):
+                got = sync(self.fs.loop, _body_into, body, out[done:done + piece])
+                if got <= 0:
+                    return
+                done += got
+                yield done
+        finally:
+            body.close()  # a body not read to its end: its connection closed, not reused
+
+
+async def _body_into(body: Any, view: memoryview) -> int:
+    """Bytes of aiobotocore's streaming `body` placed into `view`, until it is full or the body ends
+    (its ``read(n)`` returns what aiohttp holds, at most n)."""
+    got = 0
+    while got < len(view):
+        data = await body.read(len(view) - got)
+        if not data:
+            break
+        view[got:got + len(data)] = data
+        got += len(data)
+    return got
+
+
 @contextlib.contextmanager
 def open_source(fs: Any, path: Any, stream: Any) -> Iterator[Optional[Source]]:
     """A Source over checkpoint file `path` of DCP file system `fs` (`stream`: the one its
@@ -203,7 +264,7 @@ def open_source(fs: Any, path: Any, stream: Any) -> Iterator[Optional[Source]]:
         yield FdSource(stream.fileno())
     elif kind == "fsspec":
         with fs.fs.open(path, "rb", cache_type="none") as f:
-            yield StreamSource(f)
+            yield S3fsSource(f, fs.fs, str(path)) if _s3fs(fs.fs) else StreamSource(f)
     elif kind == "connector":
         from s3torchconnector._s3dataset_common import parse_s3_uri  # type: ignore[import-not-found]
         from s3torchconnector.s3reader import S3ReaderConstructor  # type: ignore[import-not-found]
@@ -212,6 +273,12 @@ def open_source(fs: Any, path: Any, stream: Any) -> Iterator[Optional[Source]]:
             yield StreamSource(f)
     else:
         yield None
+
+
+def _s3fs(fs: Any) -> bool:
+    """`fs` (an fsspec file system) is s3fs's S3FileSystem or a subclass of it."""
+    s3fs = sys.modules.get("s3fs")  # loaded already when `fs` is one
+    return s3fs is not None and isinstance(fs, s3fs.S3FileSystem)
 
 
 def kind_of(fs: Any) -> Optional[str]:

@@ -96,14 +96,16 @@ def body_save_load(a):
     back = cuda_from(torch.zeros(a.size // ROW, ROW, dtype=torch.uint8), managed=True)
     load_peak, load_s = measured(lambda: dcp.load({"t": back}, **storage(a, False)))
     equal = torch.equal(back.cpu().view(-1), pattern(a.size, 11))
-    raw_s = raw_download(a)
+    raw_s, raw_up_s = raw_transfers(a)
     result(equal=equal, table_bytes=a.size, largest_write=largest[0], save_peak_extra=save_peak, save_s=save_s,
-           load_peak_extra=load_peak, load_s=load_s, raw_s=raw_s)
+           load_peak_extra=load_peak, load_s=load_s, raw_s=raw_s, raw_up_s=raw_up_s)
 
 
-def raw_download(a):
+def raw_transfers(a):
     """Seconds the client itself takes to download the checkpoint's data file whole (s3fs's
-    cat_file, the connector's get_object().read()): what a load in pieces is compared with."""
+    cat_file, the connector's get_object().read()) and, with --raw-upload, to upload those bytes
+    again as one object (s3fs's pipe_file, the connector's put_object().write()): what a load and a
+    save in pieces are compared with. Upload None without --raw-upload."""
     if a.client == "file":
         path = [os.path.join(a.bucket, a.name, f) for f in os.listdir(os.path.join(a.bucket, a.name))
                 if f.endswith(".distcp")][0]
@@ -111,18 +113,27 @@ def raw_download(a):
         with open(path, "rb") as f:
             n = len(f.read())
         assert n >= a.size, n
-        return time.monotonic() - t0
+        return time.monotonic() - t0, None
     import s3fs
     fs = s3fs.S3FileSystem(client_kwargs={"endpoint_url": a.endpoint})
     data = [p for p in fs.ls(f"{a.bucket}/{a.name}") if p.endswith(".distcp")][0]
+    bucket, key = data.split("/", 1)
     t0 = time.monotonic()
     if a.client == "s3fs":
-        n = len(fs.cat_file(data))
+        raw = fs.cat_file(data)
     else:
-        bucket, key = data.split("/", 1)
-        n = len(connector_fs(a.endpoint)._client.get_object(bucket, key).read())
-    assert n >= a.size, n
-    return time.monotonic() - t0
+        raw = connector_fs(a.endpoint)._client.get_object(bucket, key).read()
+    down = time.monotonic() - t0
+    assert len(raw) >= a.size, len(raw)
+    if not a.raw_upload:
+        return down, None
+    t0 = time.monotonic()
+    if a.client == "s3fs":
+        fs.pipe_file(f"{data}.raw", raw)
+    else:
+        with connector_fs(a.endpoint)._client.put_object(bucket, f"{key}.raw") as w:
+            w.write(raw)
+    return down, time.monotonic() - t0
 
 
 def main():
@@ -134,6 +145,7 @@ def main():
     p.add_argument("--client", choices=("s3fs", "connector", "file"), required=True)
     p.add_argument("--size", type=int, required=True)
     p.add_argument("--no-load", action="store_true", help="save only")
+    p.add_argument("--raw-upload", action="store_true", help="also time the client's own upload of the data")
     a = p.parse_args()
     os.environ["AWS_ENDPOINT_URL"] = a.endpoint
     globals()["body_" + a.body](a)
