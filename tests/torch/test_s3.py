@@ -62,15 +62,21 @@ def test_save_in_pieces_stays_flat(server, client):
     that grows with the table (what is left is s3fs's 50 MiB part buffer, the copy of it that it
     uploads, and a piece). The connector's native client copies each write into part buffers it
     uploads in the background, up to a memory limit of its own: against moto's single-threaded
-    server those pile up as the table grows (measured: +81 MiB at 64 MiB, +218 MiB at 256 MiB; stock
-    +194 MiB at 64 MiB), so there the growth is printed and an excess reported as an expected
-    failure, not hidden."""
+    server those pile up as the table grows (measured: +81 MiB at 64 MiB, +193-226 MiB at 256 MiB,
+    +426 MiB at 768 MiB). No setting it documents bounds them: S3ClientConfig
+    (s3torchconnector/_s3client/s3client_config.py) has no memory limit, and with
+    throughput_target_gbps 1.0 or 0.1 or part_size 5 MiB the growth from 64 to 256 MiB stayed
+    104-112 MiB; S3Writer.flush is a no-op (s3torchconnector/s3writer.py) and PutObjectStream.write
+    has no way to wait for the parts (s3torchconnectorclient/_mountpoint_s3_client.pyi). So there the
+    growth is printed and an excess reported as an expected failure, not hidden. The speed line
+    (speed()) compares stock, the library and the client's own transfer at 256 MiB."""
     _need(CLIENTS[client])
     _, stock = s3_run(server, client, "stock", LARGE, "stock")
     assert stock["save_peak_extra"] >= LARGE, stock
     small = s3_run(server, client, "auto", SMALL, "small", load=False)[1]  # bitwise: stock's and the large one's
     r, large = s3_run(server, client, "auto", LARGE, "large", raw_upload=True)
-    print(speed(client, stock, large))
+    speeds = speed(client, stock, large)
+    print(speeds)
     # loads in pieces (python/uvmchunk/_reads.py through _streams.open_source): stock's load
     # torch.loads the whole item and copies it; the library's adds at most 256 MiB for 768 MiB and
     # at most 32 MiB more than for 256 MiB (seconds printed beside stock's and the raw download's)
@@ -93,7 +99,8 @@ def test_save_in_pieces_stays_flat(server, client):
     growth = large["save_peak_extra"] - small["save_peak_extra"]
     print(f"{client}: the library's save grows by {growth / MIB:.0f} MiB from {SMALL // MIB} to {LARGE // MIB} MiB")
     if client == "connector" and growth > 32 * MIB:
-        pytest.xfail(f"s3torchconnector's own upload buffers grew by {growth / MIB:.0f} MiB (a slow server); {loads}")
+        pytest.xfail(f"s3torchconnector's own upload buffers grew by {growth / MIB:.0f} MiB (a slow server); "
+                     f"{loads}; {speeds}")
     assert growth <= 32 * MIB, (small, large)
 
 
