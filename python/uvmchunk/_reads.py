@@ -73,6 +73,32 @@ class _Slice(io.RawIOBase):
         return got
 
 
+class _Ends(Source):
+    """The first and last ``END_BYTES`` of an item's archive at [offset, offset + length) of `src`,
+    each fetched with one read at its first use; other reads go to `src`. Parsing a record reads
+    the local headers, data.pkl and byteorder near the start and the zip directory at the end:
+    from a store that was a request per read (seven or more), each of which moto answers with a
+    copy of the whole object (moto/s3/models.py, ``FakeKey.value``)."""
+
+    END_BYTES = 64 << 10
+
+    def __init__(self, src: Source, offset: int, length: int) -> None:
+        self.src = src
+        n = min(self.END_BYTES, length)
+        self.ends = {offset: n, offset + length - n: n}  # start -> bytes
+        self.held: dict[int, bytes] = {}
+
+    def readinto(self, view: memoryview, at: int) -> int:
+        for start, n in self.ends.items():
+            if start <= at and at + len(view) <= start + n:
+                if start not in self.held:
+                    self.held[start] = self.src.pread(n, start)
+                got = self.held[start][at - start:at - start + len(view)]
+                view[:len(got)] = got
+                return len(got)
+        return self.src.readinto(view, at)
+
+
 class _Stored:
     """What an item's data.pkl says: _rebuild_tensor_v2(storage, storage_offset, size, stride, ...)."""
 
@@ -334,7 +360,7 @@ def _read_data(reader: Any, plan: Any, planner: Any) -> Future:
                     if src is None:
                         src = sources.enter_context(open_source(reader.fs, path, stream))
                     if key not in records:
-                        records[key] = _record(src, md.offset, md.length)
+                        records[key] = _record(_Ends(src, md.offset, md.length), md.offset, md.length)
                     rec, why = records[key]
                     if rec is not None and not reads.read(src, rec, req, target, item):
                         why = "dtype, shape or layout differs from the request"
