@@ -255,8 +255,8 @@ def open_source(fs: Any, path: Any, stream: Any) -> Iterator[Optional[Source]]:
     own client (its credentials and endpoint), or None for a file system read here no other way:
     PyTorch's local FileSystem (torch/distributed/checkpoint/filesystem.py: a file descriptor),
     DCP's fsspec FileSystem (torch/distributed/checkpoint/_fsspec_filesystem.py: ``fs.fs.open`` with
-    cache_type="none", fsspec/caching.py's cache that keeps nothing, so s3fs fetches each read's
-    range only) and s3torchconnector's S3FileSystem (s3torchconnector/dcp/s3_file_system.py: its
+    cache_type="none", fsspec/caching.py's cache that keeps nothing, so a store fetches each read's
+    range only; over s3fs an S3fsSource, whose ``fill`` streams one GET) and s3torchconnector's S3FileSystem (s3torchconnector/dcp/s3_file_system.py: its
     client's get_object with S3ReaderConstructor.range_based(buffer_size=0), one range request per
     read, s3torchconnector/s3reader/ranged.py)."""
     kind = kind_of(fs)
