@@ -154,7 +154,6 @@ class Source:
             got += k
         return bytes(buf[:got])
 
-
     def fill(self, out: memoryview, at: int, piece: int) -> Iterator[int]:
         """Fills `out` from byte `at` in order, at most `piece` bytes per step, yielding the bytes
         placed so far after each step; stops early at the end of the object. Here a ``readinto``
@@ -232,7 +231,7 @@ class S3fsSource(StreamSource):
                 done += got
                 yield done
         finally:
-            body.close()  # a body not read to its end: its connection closed, not reused
+            body.close()  # one not read to its end (an error) closes its connection
 
 
 async def _body_into(body: Any, view: memoryview) -> int:
