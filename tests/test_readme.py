@@ -11,7 +11,7 @@ sets LD_PRELOAD must keep what was there (name $LD_PRELOAD). `bash tools/test.sh
 simulated runtime too, with the one variable that README says points the clients at a local S3
 server, AWS_ENDPOINT_URL, set to a moto server this test starts on 127.0.0.1 (the bucket
 my-bucket made, moto's test credentials); where moto or a client is missing, that block is skipped
-and said. Exit 77 (skipped) when the venv has no PyTorch.
+and said (under CI=true on the first PyTorch set it fails instead, as tests/torch/s3_server.py does). Exit 77 (skipped) when the venv has no PyTorch.
 
 usage: test_readme.py README BUILD"""
 import os
@@ -86,6 +86,9 @@ def main() -> int:
         if mark == "s3":
             server, s3_env = s3_server(simulated)
             if server is None:
+                if os.environ.get("CI") == "true" and not os.environ.get("UVMC_TORCH_PYTHON"):
+                    print(f"FAILED: README block {i}: {s3_env['why']} (the first PyTorch set must have them in CI)")
+                    return 1
                 print(f"--- block {i}: skipped ({s3_env['why']})")
                 continue
         lines = []
