@@ -6,9 +6,8 @@ with torch.distributed.checkpoint and loaded back, through either client, with n
 
 s3fs: checkpoint_id="s3://..." (DCP picks its FsspecWriter / FsspecReader). s3torchconnector: its
 S3StorageWriter / S3StorageReader. Both clients take the endpoint from AWS_ENDPOINT_URL (botocore
-for s3fs; at s3torchconnector 1.5.0 its native
-client, mountpoint-s3-client's s3_crt_client.rs), so the same command runs against a local S3
-server with that one variable set. Prints one line: the table's size, whether it came back equal,
+for s3fs; at s3torchconnector 1.5.0 its native client, mountpoint-s3-client's s3_crt_client.rs),
+so the same command runs against a local S3 server with that one variable set. Prints one line: the table's size, whether it came back equal,
 and the save's and load's seconds; the library's per-checkpoint lines name the store."""
 import argparse
 import os
