@@ -18,7 +18,12 @@ launches a kernel (the simulator cannot run one): CUDA tensors are made with tor
 with host-to-device .copy_(), and every comparison is made on the CPU.
 
 Environment: UVMC_MANAGED_ALLOC = path of managed_alloc.so (required).
-usage: checkpoint_job.py --size BYTES [--dir DIR] [--chunk BYTES] [--mode stock|serial|planner|async]
+usage: checkpoint_job.py --size BYTES [--dir DIR] [--chunk BYTES] [--mode stock|serial|planner|async|s3fs|s3torchconnector]
+
+--mode s3fs / s3torchconnector: --dir is an s3://BUCKET/PATH URL, saved to and loaded from with
+stock DCP calls through that client: checkpoint_id=URL (DCP's FsspecWriter / FsspecReader over
+s3fs), or the S3 Connector's S3StorageWriter / S3StorageReader; the endpoint and credentials come
+from the environment (AWS_ENDPOINT_URL: run.sh points it at a moto server on 127.0.0.1).
 
 --mode async saves with dcp.async_save and waits for its upload; the result line then also holds
 "async": the stall (async_save returning) and the upload's completion in seconds, the peaks of
@@ -239,9 +244,11 @@ def main():
     p.add_argument("--size", type=int, required=True, help="managed table bytes per rank (multiple of 1 KiB)")
     p.add_argument("--dir", help="checkpoint folder (default: a temporary folder, removed after)")
     p.add_argument("--chunk", type=int, default=8 << 20, help="fill/verify block bytes (below the copy threshold)")
-    p.add_argument("--mode", choices=("stock", "serial", "planner", "async"), default="stock",
+    p.add_argument("--mode", choices=("stock", "serial", "planner", "async", "s3fs", "s3torchconnector"),
+                   default="stock",
                    help="stock DCP; serial: FileSystemWriter(per_thread_copy_ahead=0); planner: uvmchunk.dcp's "
-                        "ZeroCopy planners; async: dcp.async_save")
+                        "ZeroCopy planners; async: dcp.async_save; s3fs / s3torchconnector: --dir is an s3:// URL "
+                        "saved to through that client")
     a = p.parse_args()
     t_start = time.monotonic()
 
@@ -255,6 +262,10 @@ def main():
         sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
         from uvmchunk.dcp import ZeroCopyLoadPlanner, ZeroCopySavePlanner
         save_kw, load_kw = {"planner": ZeroCopySavePlanner()}, {"planner": ZeroCopyLoadPlanner()}
+    if a.mode == "s3torchconnector":  # s3fs needs nothing but the s3:// checkpoint_id
+        from s3torchconnector.dcp import S3StorageReader, S3StorageWriter
+        region = os.environ.get("AWS_DEFAULT_REGION", "us-east-1")
+        save_kw, load_kw = {"storage_writer": S3StorageWriter(region, a.dir)}, {"storage_reader": S3StorageReader(region, a.dir)}
 
     dist.init_process_group("gloo")
     torch.cuda.set_device(0)  # every rank on GPU 0: gloo, never NCCL

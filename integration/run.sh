@@ -18,8 +18,13 @@
 #   UVMC_INTEGRATION_SIZES     sizes per rank, e.g. "48M 96M" (default GPU "1536M 3G", simulator
 #                              "48M 96M": not powers of two, so PyTorch's rounding shows); at least
 #                              1M each, multiples of 1K
-#   UVMC_INTEGRATION_MODES     job modes, names from integration/modes.txt (default: all of them,
-#                              "plain serial uvmchunk planner"; the quick setting: those marked quick)
+#   UVMC_INTEGRATION_MODES     job modes, names from integration/modes.txt (default: all of them but
+#                              the S3 modes; the quick setting: those marked quick)
+#   UVMC_INTEGRATION_S3=1      the S3 modes too (s3fs, s3fs-stock, s3-connector, s3-connector-stock):
+#                              once each, at UVMC_INTEGRATION_S3_SIZE per rank (default GPU 256M,
+#                              simulator 24M), against moto's server on 127.0.0.1 that this script
+#                              starts (moto and the client in $UVMC_PYTHON, else the row says "not
+#                              run"); naming one in UVMC_INTEGRATION_MODES runs it too
 #   UVMC_INTEGRATION_ENGINE_SIZE  engine comparison buffer (default GPU 8G, simulator 512M; at least
 #                              4M, a multiple of 1M)
 #   UVMC_INTEGRATION_DEADLINE  seconds for the whole run (default 420 on GPU, 200 simulated)
@@ -62,34 +67,38 @@ cfg_size() {
 # ---- the input, checked before anything runs
 case $backend in auto|gpu|sim) ;; *) die "UVMC_INTEGRATION_BACKEND=$backend: want auto, gpu or sim" ;; esac
 case $quick in 0|1) ;; *) die "UVMC_INTEGRATION_QUICK=$quick: want 1 (the quick setting) or 0" ;; esac
+s3=${UVMC_INTEGRATION_S3:-0}
+case $s3 in 0|1) ;; *) die "UVMC_INTEGRATION_S3=$s3: want 1 (the S3 modes too) or 0" ;; esac
 if [ -n "${UVMC_INTEGRATION_DEADLINE:-}" ] && ! [[ $UVMC_INTEGRATION_DEADLINE =~ ^[1-9][0-9]{0,5}$ ]]; then
     die "UVMC_INTEGRATION_DEADLINE=$UVMC_INTEGRATION_DEADLINE: want a number of seconds"
 fi
 # the modes: integration/modes.txt, one line each (name | launch | job | expect | quick | legend)
 declare -A mode_launch=() mode_job=()
-known_modes=() quick_modes=()
+known_modes=() all_modes=() quick_modes=()
 while IFS='|' read -r name launch job _ in_quick _; do
     name=${name//[[:space:]]/} launch=${launch//[[:space:]]/} job=${job//[[:space:]]/} in_quick=${in_quick//[[:space:]]/}
     if [ -z "$name" ] || [ "${name:0:1}" = "#" ]; then continue; fi
     known_modes+=("$name")
-    [ "$in_quick" = yes ] && quick_modes+=("$name")
     mode_launch[$name]=$launch
     mode_job[$name]=$job
+    case $job in s3fs|s3torchconnector) [ "$s3" = 1 ] || continue ;; esac  # S3 modes: on request
+    all_modes+=("$name")
+    [ "$in_quick" = yes ] && quick_modes+=("$name")
 done <"$here/modes.txt"
-if [ "$quick" = 1 ]; then default_modes=${quick_modes[*]}; else default_modes=${known_modes[*]}; fi
+if [ "$quick" = 1 ]; then default_modes=${quick_modes[*]}; else default_modes=${all_modes[*]}; fi
 read -ra modes <<<"${UVMC_INTEGRATION_MODES-$default_modes}"
 ((${#modes[@]})) || die "UVMC_INTEGRATION_MODES is empty: want some of: ${known_modes[*]}"
 for mode in "${modes[@]}"; do
     [ -n "${mode_job[$mode]+set}" ] || die "UVMC_INTEGRATION_MODES: unknown mode '$mode' (the modes: ${known_modes[*]}; integration/modes.txt)"
 done
-for var in UVMC_INTEGRATION_SIZES UVMC_INTEGRATION_ENGINE_SIZE; do
+for var in UVMC_INTEGRATION_SIZES UVMC_INTEGRATION_ENGINE_SIZE UVMC_INTEGRATION_S3_SIZE; do
     [ -n "${!var+set}" ] || continue
     read -ra vals <<<"${!var}"
     ((${#vals[@]})) || die "$var is empty: want sizes such as 48M or 1536M"
     [ "$var" = UVMC_INTEGRATION_SIZES ] || ((${#vals[@]} == 1)) || die "$var: want one size"
     for size in "${vals[@]}"; do
         n=$(bytes "$size") || die "$var: '$size' is not a size (want e.g. 48M, 1536M, 3G)"
-        if [ "$var" = UVMC_INTEGRATION_SIZES ] && { ((n < (1 << 20))) || ((n % 1024)); }; then
+        if [ "$var" != UVMC_INTEGRATION_ENGINE_SIZE ] && { ((n < (1 << 20))) || ((n % 1024)); }; then
             die "$var: '$size' per rank: want at least 1M, a multiple of 1K"
         fi
         if [ "$var" = UVMC_INTEGRATION_ENGINE_SIZE ] && { ((n < (4 << 20))) || ((n % (1 << 20))); }; then
@@ -143,7 +152,7 @@ job_env=(UVMC_MANAGED_ALLOC="$build/integration/managed_alloc.so" OMP_NUM_THREAD
 lib_env=(UVMCHUNK_CONFIG= UVMCHUNK_STATS=on)
 if [ "$backend" = gpu ]; then
     echo "BACKEND: real GPU: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader -i 0)"
-    default_sizes="1536M 3G" quick_sizes=1536M
+    default_sizes="1536M 3G" quick_sizes=1536M s3_size=${UVMC_INTEGRATION_S3_SIZE:-256M}
     engine_size=${UVMC_INTEGRATION_ENGINE_SIZE:-8G}
     deadline=${UVMC_INTEGRATION_DEADLINE:-420}
     run_limit=150
@@ -156,7 +165,7 @@ else
     echo "SIMULATED: figures are not GPU figures (simulated CUDA runtime $rt; library thresholds scaled down with the sizes)"
     job_env+=(LD_PRELOAD="$rt $build/sim/libcuda.so.1" LD_LIBRARY_PATH="$ldp${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
     lib_env+=(UVMCHUNK_DEPTH=2)  # fewer blocks in flight: the simulator's copies are host memcpy
-    default_sizes="48M 96M" quick_sizes=24M
+    default_sizes="48M 96M" quick_sizes=24M s3_size=${UVMC_INTEGRATION_S3_SIZE:-24M}
     engine_size=${UVMC_INTEGRATION_ENGINE_SIZE:-512M}
     deadline=${UVMC_INTEGRATION_DEADLINE:-200}
     run_limit=100
@@ -199,58 +208,101 @@ scaled_env() {
     echo "UVMCHUNK_THRESHOLD=$(cfg_size "$thr") UVMCHUNK_CHUNK_SIZE=$(cfg_size "$chunk") UVMCHUNK_PINNED_THRESHOLD=$(cfg_size "$pinned")"
 }
 
-# ---- the checkpoint job: sizes x modes (integration/modes.txt)
-for size in "${sizes[@]}"; do
+# job_row SIZE MODE: one torchrun job of checkpoint_job.py (a row of the tables) with a table of
+# SIZE per rank, in MODE (integration/modes.txt); an S3 mode's checkpoint goes to moto's bucket
+job_row() {
+    local size=$1 mode=$2 n scaled thr chunk tag where s3_mode="" need_gpu need_host need_disk free_gpu limit logs cmd views_env views why rc
     n=$(bytes "$size")
     read -ra scaled <<<"$(scaled_env "$n")"
     thr=$(bytes "${scaled[0]#*=}")
     chunk=$((thr / 2)); ((chunk > 8 << 20)) && chunk=$((8 << 20))  # fill/verify blocks stay below the threshold
-    for mode in "${modes[@]}"; do
-        tag=job-$size-$mode
-        # never more managed memory than the card has free: both ranks on GPU 0, each with its table
-        # and the fresh one it loads into, 1 GiB margin; host: those two + the power-of-two pinned
-        # copy + slack, per rank
-        need_gpu=$((4 * n + (1 << 30)))
-        need_host=$((2 * 4 * n + (2 << 30)))
-        need_disk=$((2 * n + (1 << 30)))
-        free_gpu=$(gpu_free)
-        if [ "$free_gpu" -lt "$need_gpu" ]; then record job "$n" "$mode" - - - "not run: GPU has $free_gpu bytes free, needs $need_gpu"; continue; fi
-        if [ "$(mem_available)" -lt "$need_host" ]; then record job "$n" "$mode" - - - "not run: host MemAvailable below $need_host bytes"; continue; fi
-        if [ "$(disk_free "$out")" -lt "$need_disk" ]; then record job "$n" "$mode" - - - "not run: less than $need_disk bytes free in $out"; continue; fi
-        limit=$(left)
-        [ "$limit" -gt "$run_limit" ] && limit=$run_limit
-        if [ "$limit" -lt 20 ]; then record job "$n" "$mode" - - - "not run: time limit"; continue; fi
-        logs=$out/$tag.ranks
-        rm -rf "$logs" "$logs.report.jsonl" "$out/$tag.ckpt"
-        cmd=("$py" -m torch.distributed.run --standalone --nproc_per_node=2 --log-dir "$logs" --redirects 3
-             "$here/checkpoint_job.py" --size "$n" --chunk "$chunk" --dir "$out/$tag.ckpt" --mode "${mode_job[$mode]}")
-        views_env=()
-        case ${mode_launch[$mode]} in
-        preload-copy) cmd=("$build/uvmchunk-run" -- "${cmd[@]}"); views_env=(UVMCHUNK_DCP_VIEWS=off) ;;
-        preload)
-            cmd=("$build/uvmchunk-run" -- "${cmd[@]}")
-            # the views need the uvmchunk package in the job's Python: python -m uvmchunk says whether
-            # (its exit status is 1 without the package: the line below says why, set -e must not end the run)
-            views=$({ env "${job_env[@]}" "${lib_env[@]}" "$build/uvmchunk-run" -- "$py" -m uvmchunk 2>/dev/null || true; } |
-                    sed -n 's/^zero-copy DCP views with no code change: //p')
-            if [ "${views#active}" = "$views" ]; then
-                why=${views#not active in this Python }
-                record job "$n" "$mode" - - - "not run: no automatic views ${why:-(the uvmchunk package is not installed in $py)}; bash tools/setup.sh torch installs it"
-                continue
-            fi ;;
-        esac
-        # the async mode's budget (issue 24: 128 MiB, well below one rank's table)
-        [ "${mode_job[$mode]}" = async ] && views_env+=(UVMCHUNK_ASYNC_MEMORY_BUDGET=128MiB)
-        echo "running: $tag (limit ${limit}s; ${scaled[*]})"
-        rc=0
-        # under uvmchunk-run every rank appends the package's per-checkpoint record there: report.py
-        # holds it against the job's own measurement
-        env "${job_env[@]}" "${lib_env[@]}" "${scaled[@]}" "${views_env[@]}" UVMCHUNK_REPORT="$logs.report.jsonl" \
-            timeout -k 10 "$limit" "${cmd[@]}" >"$out/$tag.log" 2>&1 || rc=$?
-        rm -rf "$out/$tag.ckpt"
-        record job "$n" "$mode" "$rc" "$out/$tag.log" "$logs" ""
-    done
+    tag=job-$size-$mode
+    where=$out/$tag.ckpt
+    if is_s3 "$mode"; then
+        s3_mode=1 where=s3://$s3_bucket/$tag
+        if [ -n "$s3_why" ]; then record job "$n" "$mode" - - - "not run: $s3_why"; return; fi
+        if ! "$py" -c "import ${mode_job[$mode]}" 2>/dev/null; then
+            record job "$n" "$mode" - - - "not run: ${mode_job[$mode]} is not installed in $py (bash tools/setup.sh torch installs it)"; return
+        fi
+    fi
+    # never more managed memory than the card has free: both ranks on GPU 0, each with its table
+    # and the fresh one it loads into, 1 GiB margin; host: those two + the power-of-two pinned
+    # copy + slack, per rank
+    need_gpu=$((4 * n + (1 << 30)))
+    need_host=$((2 * 4 * n + (2 << 30)))
+    need_disk=$((2 * n + (1 << 30)))
+    free_gpu=$(gpu_free)
+    if [ "$free_gpu" -lt "$need_gpu" ]; then record job "$n" "$mode" - - - "not run: GPU has $free_gpu bytes free, needs $need_gpu"; return; fi
+    if [ "$(mem_available)" -lt "$need_host" ]; then record job "$n" "$mode" - - - "not run: host MemAvailable below $need_host bytes"; return; fi
+    if [ "$(disk_free "$out")" -lt "$need_disk" ]; then record job "$n" "$mode" - - - "not run: less than $need_disk bytes free in $out"; return; fi
+    limit=$(left)
+    [ "$limit" -gt "$run_limit" ] && limit=$run_limit
+    if [ "$limit" -lt 20 ]; then record job "$n" "$mode" - - - "not run: time limit"; return; fi
+    logs=$out/$tag.ranks
+    rm -rf "$logs" "$logs.report.jsonl" "$out/$tag.ckpt"
+    cmd=("$py" -m torch.distributed.run --standalone --nproc_per_node=2 --log-dir "$logs" --redirects 3
+         "$here/checkpoint_job.py" --size "$n" --chunk "$chunk" --dir "$where" --mode "${mode_job[$mode]}")
+    views_env=()
+    case ${mode_launch[$mode]} in
+    preload-copy) cmd=("$build/uvmchunk-run" -- "${cmd[@]}"); views_env=(UVMCHUNK_DCP_VIEWS=off) ;;
+    preload)
+        cmd=("$build/uvmchunk-run" -- "${cmd[@]}")
+        # the views need the uvmchunk package in the job's Python: python -m uvmchunk says whether
+        # (its exit status is 1 without the package: the line below says why, set -e must not end the run)
+        views=$({ env "${job_env[@]}" "${lib_env[@]}" "$build/uvmchunk-run" -- "$py" -m uvmchunk 2>/dev/null || true; } |
+                sed -n 's/^zero-copy DCP views with no code change: //p')
+        if [ "${views#active}" = "$views" ]; then
+            why=${views#not active in this Python }
+            record job "$n" "$mode" - - - "not run: no automatic views ${why:-(the uvmchunk package is not installed in $py)}; bash tools/setup.sh torch installs it"
+            return
+        fi ;;
+    esac
+    # the async mode's budget (issue 24: 128 MiB, well below one rank's table)
+    [ "${mode_job[$mode]}" = async ] && views_env+=(UVMCHUNK_ASYNC_MEMORY_BUDGET=128MiB)
+    echo "running: $tag (limit ${limit}s; ${scaled[*]})"
+    rc=0
+    # under uvmchunk-run every rank appends the package's per-checkpoint record there: report.py
+    # holds it against the job's own measurement
+    env "${job_env[@]}" "${lib_env[@]}" "${scaled[@]}" "${views_env[@]}" ${s3_mode:+"${s3_env[@]}"} UVMCHUNK_REPORT="$logs.report.jsonl" \
+        timeout -k 10 "$limit" "${cmd[@]}" >"$out/$tag.log" 2>&1 || rc=$?
+    rm -rf "$out/$tag.ckpt"  # an S3 mode's objects stay in moto's memory until it stops
+    record job "$n" "$mode" "$rc" "$out/$tag.log" "$logs" ""
+}
+
+# S3 modes (their job is an object-storage client): run only with UVMC_INTEGRATION_S3=1 or named in
+# UVMC_INTEGRATION_MODES, once, at UVMC_INTEGRATION_S3_SIZE per rank, against a moto server (moto on
+# PyPI, installed where the clients are by tools/setup.sh) on 127.0.0.1 that this script starts
+is_s3() { case ${mode_job[$1]} in s3fs|s3torchconnector) return 0 ;; esac; return 1; }
+local_modes=() s3_modes=()
+for mode in "${modes[@]}"; do if is_s3 "$mode"; then s3_modes+=("$mode"); else local_modes+=("$mode"); fi; done
+s3_why="" s3_env=() s3_bucket=uvmc-integration s3_pid=""
+if ((${#s3_modes[@]})); then
+    if ! "$py" -c 'import moto, flask' 2>/dev/null; then
+        s3_why="moto's server is not installed in $py (pip install 'moto[server]'; bash tools/setup.sh torch installs it)"
+    else
+        s3_port=$("$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+        "$py" -m moto.server -H 127.0.0.1 -p "$s3_port" >"$out/moto.log" 2>&1 &
+        s3_pid=$!
+        trap 'kill "$s3_pid" 2>/dev/null' EXIT
+        s3_env=(AWS_ENDPOINT_URL="http://127.0.0.1:$s3_port" AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing
+                AWS_DEFAULT_REGION=us-east-1)
+        # up when it makes the bucket (30 s at most)
+        "$py" -c 'import sys, time, urllib.request
+for _ in range(150):
+    try:
+        urllib.request.urlopen(urllib.request.Request(sys.argv[1], method="PUT"), timeout=2).close(); sys.exit(0)
+    except OSError:
+        time.sleep(0.2)
+sys.exit(1)' "http://127.0.0.1:$s3_port/$s3_bucket" || s3_why="moto's server did not start (log: $out/moto.log)"
+    fi
+fi
+
+# ---- the checkpoint job: sizes x modes (integration/modes.txt), then the S3 modes
+for size in "${sizes[@]}"; do
+    for mode in ${local_modes[@]+"${local_modes[@]}"}; do job_row "$size" "$mode"; done
 done
+for mode in ${s3_modes[@]+"${s3_modes[@]}"}; do job_row "$s3_size" "$mode"; done
+[ -z "$s3_pid" ] || { kill "$s3_pid" 2>/dev/null; wait "$s3_pid" 2>/dev/null || true; }
 
 # ---- engine comparison: one managed buffer (FBGEMM's advice) into a pinned destination
 n=$(bytes "$engine_size")

@@ -7,7 +7,11 @@ the README's "Try it without a GPU" exports, so the simulator's libraries are al
 as a user of the simulator has them: a recipe that replaced LD_PRELOAD instead of keeping it would
 load the wheel's own CUDA runtime and fail (CUDA error 36). Before anything runs, every line that
 sets LD_PRELOAD must keep what was there (name $LD_PRELOAD). `bash tools/test.sh` is not run again
-(it is what runs this). Exit 77 (skipped) when the venv has no PyTorch.
+(it is what runs this). A block marked `<!-- s3 -->` (README "Checkpoint to S3") runs on the
+simulated runtime too, with the one variable that README says points the clients at a local S3
+server, AWS_ENDPOINT_URL, set to a moto server this test starts on 127.0.0.1 (the bucket
+my-bucket made, moto's test credentials); where moto or a client is missing, that block is skipped
+and said (under CI=true on the first PyTorch set it fails instead, as tests/torch/s3_server.py does). Exit 77 (skipped) when the venv has no PyTorch.
 
 usage: test_readme.py README BUILD"""
 import os
@@ -18,10 +22,35 @@ import sys
 NOT_RUN = {"bash tools/test.sh": "the command that runs this test"}
 
 
-def blocks(text: str) -> list[tuple[bool, str]]:
-    """(written for a GPU, the block's text) for every sh block."""
-    return [(bool(gpu), body) for gpu, body in
-            re.findall(r"^(<!-- gpu -->\n)?```sh\n(.*?)^```", text, flags=re.S | re.M)]
+def blocks(text: str) -> list[tuple[str, str]]:
+    """(its mark: "gpu", "s3" or "", the block's text) for every sh block."""
+    return re.findall(r"^(?:<!-- (gpu|s3) -->\n)?```sh\n(.*?)^```", text, flags=re.S | re.M)
+
+
+def s3_server(env: dict) -> tuple[object, dict]:
+    """moto's S3 server on a free port of 127.0.0.1 with the bucket my-bucket: (its process, `env`
+    with AWS_ENDPOINT_URL and test credentials); (None, why) where moto or a client is missing."""
+    import importlib.util
+    import socket
+    import time
+    import urllib.request
+    absent = [m for m in ("moto", "flask", "s3fs", "s3torchconnector") if importlib.util.find_spec(m) is None]
+    if absent:
+        return None, {"why": f"{' '.join(absent)} not installed in {sys.executable}"}
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(300):
+        try:
+            urllib.request.urlopen(urllib.request.Request(f"{url}/my-bucket", method="PUT"), timeout=2).close()
+            break
+        except OSError:
+            time.sleep(0.2)
+    return proc, dict(env, AWS_ENDPOINT_URL=url, AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing",
+                      AWS_DEFAULT_REGION="us-east-1")
 
 
 def preload_kept(text: str) -> list[str]:
@@ -52,15 +81,29 @@ def main() -> int:
         env["UVMC_VENV"] = sys.prefix
     simulated = dict(env, LD_LIBRARY_PATH=sim, LD_PRELOAD=f"{sim}/libcudart.so.13 {sim}/libcuda.so.1",
                      UVMSIM_KERNELS="noop")
-    for i, (gpu, block) in enumerate(blocks(text), 1):
+    for i, (mark, block) in enumerate(blocks(text), 1):
+        server = None
+        if mark == "s3":
+            server, s3_env = s3_server(simulated)
+            if server is None:
+                if os.environ.get("CI") == "true" and not os.environ.get("UVMC_TORCH_PYTHON"):
+                    print(f"FAILED: README block {i}: {s3_env['why']} (the first PyTorch set must have them in CI)")
+                    return 1
+                print(f"--- block {i}: skipped ({s3_env['why']})")
+                continue
         lines = []
         for line in block.splitlines():
             skipped = next((why for cmd, why in NOT_RUN.items() if line.startswith(cmd)), None)
             print(f"--- block {i}: {'(not run: ' + skipped + ') ' if skipped else ''}{line}", flush=True)
             if not skipped:
                 lines.append(line)
-        r = subprocess.run(["bash", "-e", "-c", "\n".join(lines)], cwd=top, env=simulated if gpu else env,
-                           timeout=1200)
+        try:
+            r = subprocess.run(["bash", "-e", "-c", "\n".join(lines)], cwd=top, timeout=1200,
+                               env=s3_env if server else simulated if mark == "gpu" else env)
+        finally:
+            if server is not None:
+                server.terminate()
+                server.wait()
         if r.returncode != 0:
             print(f"FAILED: README block {i} exited {r.returncode}")
             return 1

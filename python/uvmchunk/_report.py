@@ -7,7 +7,9 @@ statistics. ``bytes`` counts each tensor once: on a load, the bytes read straigh
 (``direct_read_bytes``) are the viewed tables' own (``view_bytes``), not more. Under ``stock = on``
 (uvmchunk-run --stock) the package changes nothing and the report is all it does: the line says
 "stock DCP, measured only" and the record has ``"stock": true``. A call that raised says
-``failed (ExceptionType)`` and its record has ``"failed"`` instead of byte figures.
+``failed (ExceptionType)`` and its record has ``"failed"`` instead of byte figures. Both name
+the store the call wrote to or read from (``store``: the checkpoint_id, or the storage writer's /
+reader's path) and, for object storage, the client (``store_client``: "s3fs", "s3torchconnector").
 
 A figure the package cannot know on this PyTorch is left out of the line and the record, never
 guessed: copied bytes are counted where DCP resolves each item (absent when the automatic views are
@@ -91,6 +93,7 @@ class Report:
         self.t1: Optional[float] = None
         self.failed: Optional[str] = None  # the exception's type name, when the call raised
         self.pinned0 = _pinned_handed_out()
+        self.store: dict[str, str] = {}  # store, store_client (store_of), set by start()
         self.sampler = Sampler(mem).start()
 
     def record(self) -> dict[str, Any]:
@@ -98,6 +101,7 @@ class Report:
         c, s = self.call.counts, self.sampler
         rec: dict[str, Any] = {"rank": _rank(), "pid": os.getpid(), "call": self.call.kind,
                                "time": round(time.time(), 3), "seconds": round((self.t1 or time.monotonic()) - self.t0, 6)}
+        rec.update(self.store)
         if stock():
             rec["stock"] = True
         rec.update(host_peak_added_bytes=s.added_at_peak, host_after_added_bytes=s.added_after,
@@ -151,18 +155,26 @@ def _host(rec: dict[str, Any]) -> str:
     return f"host +{size_text(rec['host_peak_added_bytes'])} at peak, {left}"
 
 
+def _where(rec: dict[str, Any]) -> str:
+    """The line's end: the store, when the record names one ("; to s3://b/ckpt (s3fs)", "; from /ckpt")."""
+    if "store" not in rec:
+        return ""
+    client = f" ({rec['store_client']})" if "store_client" in rec else ""
+    return f"; {'from' if rec['call'] == 'dcp.load' else 'to'} {rec['store']}{client}"
+
+
 def line(rec: dict[str, Any]) -> str:
     """The record as one line (without the ``uvmchunk: `` prefix log adds)."""
     secs = rec["seconds"]
     head = f"rank {rec['rank']} {rec['call']}" + (" (stock DCP, measured only)" if rec.get("stock") else "")
     if "failed" in rec:
-        return f"{head} failed ({rec['failed']}) after {secs:.2f} s; {_host(rec)}"
+        return f"{head} failed ({rec['failed']}) after {secs:.2f} s; {_host(rec)}{_where(rec)}"
     n = rec["view_tensors"]
     if "copied_bytes" in rec and rec["bytes"] == 0 and not rec.get("spilled_bytes"):
         # no CUDA tensor was resolved: nothing of this checkpoint went through the library
         what = "no CUDA tensors in this checkpoint" if rec.get("stock") else \
             "no managed tensors in this checkpoint; the library did nothing"
-        return f"{head} in {secs:.2f} s: {what}; {_host(rec)}"
+        return f"{head} in {secs:.2f} s: {what}; {_host(rec)}{_where(rec)}"
     rate = f" ({size_text(rec['bytes'] / secs)}/s)" if secs > 0 and rec["bytes"] else ""
     load = rec["call"] == "dcp.load"
     parts = []
@@ -187,7 +199,7 @@ def line(rec: dict[str, Any]) -> str:
     text = f"{head} {size_text(rec['bytes'])} in {secs:.2f} s{rate}: {', '.join(parts)}; {_host(rec)}"
     if rec.get("stock_pinned_bytes"):
         text += f" (stock: {size_text(rec['stock_pinned_bytes'])} page-locked)"
-    return text
+    return text + _where(rec)
 
 
 _VIEWS_ENV = "_UVMCHUNK_VIEW_TOTALS"  # read once by the library at exit (interpose/stats.c); not a
@@ -249,10 +261,51 @@ def start(call: _accounting.Call, args: tuple, kwargs: dict,
             state = kwargs.get("state_dict", args[0] if args else None)
             _accounting.add("copied_bytes", _cuda_bytes(state))
             _accounting.note("copies_counted", True)
-        return Report(call, at_entry)
+        report = Report(call, at_entry)
+        report.store = store_of(call.kind, kwargs)
+        return report
     except Exception as e:  # noqa: BLE001
         log("warn", f"no report of this checkpoint ({type(e).__name__}: {e})")
         return None
+
+
+# DCP's own storage classes for a local folder: no client to name
+_LOCAL = ("torch.distributed.checkpoint.filesystem",)
+
+
+def store_of(kind: str, kwargs: dict) -> dict[str, str]:
+    """Where a dcp.save / dcp.async_save / dcp.load called with `kwargs` (all three take
+    checkpoint_id and storage_writer / storage_reader by keyword only) writes or reads:
+    ``store``, the checkpoint_id (DCP resets the storage to it) or else the storage's ``path``;
+    ``store_client`` for a store that is not a local folder: "s3torchconnector" for the S3
+    Connector's S3StorageWriter / S3StorageReader, the fsspec implementation's package for a URL
+    (fsspec.registry.known_implementations: "s3fs" for s3://, "fsspec" for file://), else the
+    storage's class name. Empty when neither is known."""
+    storage = kwargs.get("storage_reader" if kind == "dcp.load" else "storage_writer")
+    where = kwargs.get("checkpoint_id")
+    if where is None:
+        where = getattr(storage, "path", None)
+    out: dict[str, str] = {}
+    if where is not None:
+        out["store"] = os.fspath(where) if isinstance(where, (str, os.PathLike)) else str(where)
+    module = type(storage).__module__ if storage is not None else ""
+    if module.startswith("s3torchconnector"):
+        out["store_client"] = "s3torchconnector"
+    elif "://" in out.get("store", "") and (storage is None or "fsspec" in module):
+        out["store_client"] = _fsspec_client(out["store"].split("://", 1)[0])
+    elif storage is not None and module not in _LOCAL:
+        out["store_client"] = type(storage).__qualname__
+    return out
+
+
+def _fsspec_client(protocol: str) -> str:
+    """The package of fsspec's implementation of `protocol` ("s3fs" for "s3"), the protocol
+    itself where fsspec is absent or does not know it; imports no client."""
+    try:
+        from fsspec.registry import known_implementations
+        return known_implementations[protocol]["class"].split(".", 1)[0]
+    except Exception:  # noqa: BLE001
+        return protocol
 
 
 def done(report: Optional[Report], result: Any, error: Optional[BaseException] = None) -> None:

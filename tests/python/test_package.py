@@ -57,11 +57,17 @@ def _record(**kw):
     ({"stock": True, "view_tensors": 0, "view_bytes": 0, "copied_bytes": 64 << 20, "copied_pinned_bytes": 64 << 20},
      "dcp.save (stock DCP, measured only) 64 MiB in 0.50 s (128 MiB/s): 64 MiB copied (64 MiB of page-locked "
      "blocks); host +2 MiB at peak", "viewed"),
+    ({"store": "s3://b/ckpt", "store_client": "s3fs"}, "host +2 MiB at peak, +4 KiB after; to s3://b/ckpt (s3fs)", None),
+    ({"call": "dcp.load", "store": "s3://b/ckpt", "store_client": "s3torchconnector", "failed": "OSError"},
+     "dcp.load failed (OSError) after 0.50 s; host +2 MiB at peak, +4 KiB after; from s3://b/ckpt (s3torchconnector)",
+     None),
+    ({"store": "/ckpt/a"}, "+4 KiB after; to /ckpt/a", "/ckpt/a (")
 ])
 def test_report_line_words(kw, says, never):
     """The per-checkpoint line (uvmchunk._report.line) for a record: each table's bytes once (a
     load's direct reads are its views' bytes), memory that went down said as released, a call with
-    no CUDA tensor, a failed call, and stock's measured-only run."""
+    no CUDA tensor, a failed call, and stock's measured-only run; the store last, with its client
+    where it is not a local folder."""
     from uvmchunk._report import line
     text = line(_record(**kw))
     assert says in text and (never is None or never not in text), text

@@ -120,7 +120,8 @@ def _agree(rec, own, line):
     for field, mine in FIGURES:  # a call whose memory only went down adds 0 at its peak
         theirs = max(own[mine], 0) if mine == "peak" else own[mine]
         assert abs(rec[field] - theirs) <= CLOSE, (field, rec, own)
-    assert not re.search(r"-\s*\d", line.split(" in ", 1)[-1]), line
+    figures = re.sub(r"; (to|from) \S+( \(\S+\))?$", "", line.split(" in ", 1)[-1])  # the store's path is no figure
+    assert not re.search(r"-\s*\d", figures), line
     assert ("released" in line) == (rec["host_after_added_bytes"] < 0), line
 
 
@@ -138,6 +139,9 @@ def test_figures_agree_with_the_job_s_own(library):
               + f", bytes - files {rec['bytes'] - own['files']:+d}")
         _agree(rec, own, ln)
         assert abs(rec["bytes"] - own["files"]) <= CLOSE, (rec, own)  # the bytes the files hold, once
+        folder = "/ckpt/" + ("b" if call == "dcp.async_save" else "a")  # a local folder: no client named
+        assert rec["store"].endswith(folder) and "store_client" not in rec and ln.endswith(
+            f"; {'from' if call == 'dcp.load' else 'to'} {rec['store']}"), (rec, ln)
     load = by_call["dcp.load"][0]
     assert load["view_bytes"] == res["managed_bytes"] and load["bytes"] == res["cuda_bytes"], load
     assert load["bytes"] == by_call["dcp.save"][0]["bytes"], by_call

@@ -7,6 +7,7 @@ the connector's bytes()); under the library a save writes the table in pieces
 (python/uvmchunk/_streams.py): through s3fs its host memory stays flat as the table grows (64 MiB
 against 256 MiB). Loads read in pieces too (python/uvmchunk/_reads.py through
 _streams.open_source): at 768 MiB their host memory is bounded and flat against 256 MiB."""
+import json
 import os
 import sys
 
@@ -135,3 +136,26 @@ def test_store_fault_raises_the_clients_error():
     with pytest.raises(Fault) as e:
         reads.pread(Flaky(), out, 0, "t (file __0_0.distcp, offset 0)")
     assert sys.version_info < (3, 11) or "4096 of 12288 bytes" in " ".join(getattr(e.value, "__notes__", [])), e.value
+
+
+def test_report_names_the_store(server, tmp_path):
+    """The per-checkpoint line and record (python/uvmchunk/_report.py) name the store and the
+    client: "; to s3://BUCKET/NAME (s3fs)" on a save through checkpoint_id="s3://...", "(s3torchconnector)"
+    through S3StorageWriter / S3StorageReader, "from" on a load; a 4 MiB table each, one run per client."""
+    for client, name in (("s3fs", "s3fs"), ("connector", "s3torchconnector")):
+        _need(CLIENTS[client])
+        report = tmp_path / f"{client}.jsonl"
+        b = _bucket(server, f"uvmc-report-{client}")
+        r = run_body("save_load", True, "--endpoint", server, "--bucket", b, "--name", "named", "--client", client,
+                     "--size", str(4 * MIB), script=BODY, lib_env=dict(AUTO, UVMCHUNK_REPORT=str(report)),
+                     extra_env={**CREDENTIALS, "AWS_ENDPOINT_URL": server}, timeout=600)
+        assert r.result["equal"], r.describe()
+        recs = [json.loads(ln) for ln in report.read_text().splitlines()]
+        table = [x for x in recs if x["store"] == f"s3://{b}/named"]
+        assert [x["call"] for x in table] == ["dcp.save", "dcp.load"], recs
+        assert all(x["store_client"] == name for x in recs), recs
+        for call, way in (("dcp.save", "to"), ("dcp.load", "from")):
+            lines = [ln for ln in r.err.splitlines() if ln.startswith(f"uvmchunk: rank 0 {call} ")
+                     and ln.endswith(f"; {way} s3://{b}/named ({name})")]
+            assert len(lines) == 1, r.describe()
+            print(lines[0])
