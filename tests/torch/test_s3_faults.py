@@ -11,7 +11,6 @@ table and the server killed 1 s into a save (shared notes of 2026-12-03): the sa
 inside CheckpointException after 12 to 35 s (s3fs) and 3 s (the connector), a load naming no
 tensor (stock's torch.load fails before its copy_, so none is partly overwritten there)."""
 import os
-import sys
 
 import pytest
 
