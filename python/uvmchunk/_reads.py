@@ -36,7 +36,7 @@ from torch.futures import Future
 from . import _accounting
 from ._config import say_once, stock
 from ._cuda import rt
-from ._streams import Source, chunk_bytes, kind_of, open_source
+from ._streams import Source, chunk_bytes, frames_released, kind_of, open_source
 from ._views import Viewer
 
 DIRECT_RUN = 1 << 20  # contiguous runs of at least this many bytes are read straight into the view
@@ -398,7 +398,8 @@ def install() -> None:
             if why is not None:
                 say_once(f"reads:{why}", "info", f"dcp.load: {why}: no direct reads, PyTorch's path")
                 return orig(self, plan, planner)
-            return _read_data(self, plan, planner)
+            with frames_released():
+                return _read_data(self, plan, planner)
 
         read_data._uvmchunk_reads = True
         cls.read_data = read_data

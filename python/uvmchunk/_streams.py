@@ -18,6 +18,7 @@ import os
 import re
 import sys
 import threading
+import traceback
 from typing import Any, Callable, Iterator, Optional
 
 from ._config import configuration
@@ -112,6 +113,24 @@ def in_pieces(create_stream: Callable) -> Callable:
     return create
 
 
+@contextlib.contextmanager
+def frames_released() -> Iterator[None]:
+    """An error raised inside (a store client's, or one its failure led to) keeps no local of the
+    frames it left (``traceback.clear_frames``), nor does any error in its chain: those frames hold
+    what the client had buffered (s3fs's 50 MiB part buffer of a save, the connector's reader's
+    bytes of a load), kept alive for as long as the caller holds the exception, which DCP's
+    CheckpointException does. Its text and traceback lines stay."""
+    try:
+        yield
+    except BaseException as e:
+        seen: set = set()
+        while e is not None and id(e) not in seen:
+            seen.add(id(e))
+            traceback.clear_frames(e.__traceback__)  # the frames still running refuse, and are kept
+            e = e.__cause__ or e.__context__
+        raise
+
+
 _install_lock = threading.Lock()
 
 
@@ -129,7 +148,8 @@ def install() -> None:
 
         @functools.wraps(orig)
         def write_files(create_stream: Callable, *args: Any, **kwargs: Any) -> Any:
-            return orig(in_pieces(create_stream), *args, **kwargs)
+            with frames_released():
+                return orig(in_pieces(create_stream), *args, **kwargs)
 
         write_files._uvmchunk_pieces = True
         filesystem._write_files_from_queue = write_files

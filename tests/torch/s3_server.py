@@ -39,37 +39,52 @@ def free_port():
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    """moto's S3 server in its own process (it keeps objects in its own memory: the bodies measure
-    only themselves); its endpoint URL. Its request log goes to a file (a pipe nobody reads would
-    fill and stall the server), and it is killed if it does not stop when asked."""
-    need(["moto", "flask"])
+def start(log_path):
+    """moto's server started in its own process (not waited for), its request log to `log_path`
+    (a pipe nobody reads would fill and stall the server): (process, endpoint URL, log file)."""
     port = free_port()
-    log_path = tmp_path_factory.mktemp("moto") / "server.log"
     log = open(log_path, "wb")
     proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
                             stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
+    return proc, f"http://127.0.0.1:{port}", log
+
+
+def wait_up(proc, url, log):
+    """Waits (up to 60 s) until the server started by start() answers."""
     deadline = time.monotonic() + 60
+    while True:
+        try:
+            urllib.request.urlopen(url, timeout=2).close()
+            return
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                with open(log.name, errors="replace") as f:
+                    pytest.fail(f"moto's server did not start: {f.read()[-2000:]}")
+            time.sleep(0.2)
+
+
+def stop(proc, log):
+    """Stops a server started by start(), killing it if it does not stop when asked."""
+    proc.terminate()
     try:
-        while True:
-            try:
-                urllib.request.urlopen(url, timeout=2).close()
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"moto's server did not start: {log_path.read_text(errors='replace')[-2000:]}")
-                time.sleep(0.2)
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    log.close()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """moto's S3 server in its own process (it keeps objects in its own memory: the bodies measure
+    only themselves); its endpoint URL."""
+    need(["moto", "flask"])
+    proc, url, log = start(tmp_path_factory.mktemp("moto") / "server.log")
+    try:
+        wait_up(proc, url, log)
         yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
+        stop(proc, log)
 
 
 def bucket(url, name):
