@@ -195,24 +195,25 @@ class _Reads:
     def pread(self, src: Source, out: memoryview, at: int, item: str) -> None:
         """Fills `out` from file offset `at`, a chunk at a time (``Source.fill``: one request for
         all of `out` where the store streams it); a file that ends early is an error naming the item
-        (the bytes read so far have landed)."""
-        done = 0
-        pieces = src.fill(out, at, self.chunk)
-        while done < len(out):
-            try:
-                got = next(pieces, done) - done
-            except OSError as e:  # EIO and the like: say what has landed (stock's torch.load fails before copy_)
-                raise RuntimeError(f"uvmchunk: dcp.load of {item}: reading the checkpoint file failed after {done} "
-                                   f"of {len(out)} bytes of its data had landed in the table ({e})") from e
-            except Exception as e:  # a store client's own error (botocore's, the connector's S3Exception): raised as is
-                if done and hasattr(e, "add_note"):
-                    e.add_note(f"uvmchunk: dcp.load of {item}: {done} of {len(out)} bytes of its data had "
-                               f"landed in the table")
-                raise
-            if got <= 0:
-                raise RuntimeError(f"uvmchunk: dcp.load of {item}: the checkpoint file ends after {done} of "
-                                   f"{len(out)} bytes of its data")
-            done += got
+        (the bytes read so far, counted to the byte, have landed)."""
+        landed = [0]
+
+        def placed(n: int) -> None:
+            landed[0] += n
+
+        try:
+            src.fill(out, at, self.chunk, placed)
+        except OSError as e:  # EIO and the like: say what has landed (stock's torch.load fails before copy_)
+            raise RuntimeError(f"uvmchunk: dcp.load of {item}: reading the checkpoint file failed after {landed[0]} "
+                               f"of {len(out)} bytes of its data had landed in the table ({e})") from e
+        except Exception as e:  # a store client's own error (botocore's, the connector's S3Exception): raised as is
+            if landed[0] and hasattr(e, "add_note"):
+                e.add_note(f"uvmchunk: dcp.load of {item}: {landed[0]} of {len(out)} bytes of its data had "
+                           f"landed in the table")
+            raise
+        if landed[0] < len(out):
+            raise RuntimeError(f"uvmchunk: dcp.load of {item}: the checkpoint file ends after {landed[0]} of "
+                               f"{len(out)} bytes of its data")
 
     def bounce_of(self, nbytes: int) -> torch.Tensor:
         if self.bounce is None or self.bounce.numel() < nbytes:

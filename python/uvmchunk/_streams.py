@@ -174,9 +174,10 @@ class Source:
             got += k
         return bytes(buf[:got])
 
-    def fill(self, out: memoryview, at: int, piece: int) -> Iterator[int]:
-        """Fills `out` from byte `at` in order, at most `piece` bytes per step, yielding the bytes
-        placed so far after each step; stops early at the end of the object. Here a ``readinto``
+    def fill(self, out: memoryview, at: int, piece: int, placed: Callable[[int], None]) -> None:
+        """Fills `out` from byte `at` in order, at most `piece` bytes per step, calling `placed`
+        with the bytes of each step once they are in `out` (so a caller knows to the byte what
+        has landed when a step fails); stops early at the end of the object. Here a ``readinto``
         per piece; a store that streams one request's body in pieces reads `out` with one request."""
         done = 0
         while done < len(out):
@@ -184,7 +185,7 @@ class Source:
             if got <= 0:
                 return
             done += got
-            yield done
+            placed(got)
 
 
 class FdSource(Source):
@@ -233,7 +234,7 @@ class S3fsSource(StreamSource):
         super().__init__(stream)
         self.fs, self.path = fs, path
 
-    def fill(self, out: memoryview, at: int, piece: int) -> Iterator[int]:
+    def fill(self, out: memoryview, at: int, piece: int, placed: Callable[[int], None]) -> None:
         from fsspec.asyn import sync
 
         if not len(out):
@@ -245,18 +246,17 @@ class S3fsSource(StreamSource):
         try:
             done = 0
             while done < len(out):
-                got = sync(self.fs.loop, _body_into, body, out[done:done + piece])
+                got = sync(self.fs.loop, _body_into, body, out[done:done + piece], placed)
                 if got <= 0:
                     return
                 done += got
-                yield done
         finally:
             body.close()  # one not read to its end (an error) closes its connection
 
 
-async def _body_into(body: Any, view: memoryview) -> int:
+async def _body_into(body: Any, view: memoryview, placed: Callable[[int], None]) -> int:
     """Bytes of aiobotocore's streaming `body` placed into `view`, until it is full or the body ends
-    (its ``read(n)`` returns what aiohttp holds, at most n)."""
+    (its ``read(n)`` returns what aiohttp holds, at most n); `placed` told of each read's bytes."""
     got = 0
     while got < len(view):
         data = await body.read(len(view) - got)
@@ -264,6 +264,7 @@ async def _body_into(body: Any, view: memoryview) -> int:
             break
         view[got:got + len(data)] = data
         got += len(data)
+        placed(len(data))
     return got
 
 
