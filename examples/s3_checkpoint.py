@@ -8,7 +8,9 @@ s3fs: checkpoint_id="s3://..." (DCP picks its FsspecWriter / FsspecReader). s3to
 S3StorageWriter / S3StorageReader. Both clients take the endpoint from AWS_ENDPOINT_URL (botocore
 for s3fs; at s3torchconnector 1.5.0 its native client, mountpoint-s3-client's s3_crt_client.rs),
 so the same command runs against a local S3 server with that one variable set. Prints one line: the table's size, whether it came back equal,
-and the save's and load's seconds; the library's per-checkpoint lines name the store."""
+and the save's and load's seconds; the library's per-checkpoint lines name the store. A failed
+save or load ends with one line naming the client's error (exit 1); a URL that is not s3:// is
+refused (exit 2)."""
 import argparse
 import os
 import sys
@@ -17,6 +19,7 @@ import warnings
 
 import torch
 import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint.api import CheckpointException
 
 
 def storage(url: str, client: str, save: bool) -> dict:
@@ -28,12 +31,37 @@ def storage(url: str, client: str, save: bool) -> dict:
     return {"storage_writer": S3StorageWriter(region, url)} if save else {"storage_reader": S3StorageReader(region, url)}
 
 
+def root_cause(e: BaseException) -> BaseException:
+    """The error a failed dcp.save / dcp.load started from: DCP's CheckpointException keeps each
+    rank's in ``failures`` (torch/distributed/checkpoint/api.py: the exception and its stack), each
+    with its own cause chain."""
+    seen = set()
+    while id(e) not in seen:
+        seen.add(id(e))
+        failures = getattr(e, "failures", None)
+        if failures:
+            e = next(iter(failures.values()))
+            e = e[0] if isinstance(e, tuple) else e
+        elif e.__cause__ is not None or e.__context__ is not None:
+            e = e.__cause__ or e.__context__
+        else:
+            break
+    return e
+
+
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(description="A managed-memory table saved to S3 with "
+                                "torch.distributed.checkpoint and loaded back, through s3fs or s3torchconnector. "
+                                "Region: AWS_REGION or AWS_DEFAULT_REGION (default us-east-1); endpoint: "
+                                "AWS_ENDPOINT_URL (default AWS).")
     p.add_argument("url", help="s3://BUCKET/PATH: the checkpoint")
-    p.add_argument("--client", choices=("s3fs", "s3torchconnector"), default="s3fs")
+    p.add_argument("--client", choices=("s3fs", "s3torchconnector"), default="s3fs",
+                   help="the storage client DCP saves and loads through (default s3fs)")
     p.add_argument("--mib", type=int, default=64, help="the table's size in MiB (default 64)")
     a = p.parse_args()
+    if not a.url.startswith("s3://") or len(a.url) <= len("s3://"):
+        print(f"uvmchunk: s3_checkpoint.py: the checkpoint is an s3://BUCKET/PATH URL, not {a.url!r}", file=sys.stderr)
+        sys.exit(2)
     warnings.filterwarnings("ignore")  # DCP's "assuming the intent is to save in a single process"
     if not torch.cuda.is_available():
         sys.exit("uvmchunk: s3_checkpoint.py: no CUDA device here (see README \"Try it without a GPU\")")
@@ -42,12 +70,21 @@ def main() -> None:
     src = torch.randint(0, 256, (n,), dtype=torch.uint8, generator=torch.Generator().manual_seed(1))
     table = torch.ops.fbgemm.new_managed_tensor(torch.empty(0, dtype=torch.uint8, device="cuda"), [n])
     table.copy_(src)  # a host-to-device copy
-    t0 = time.monotonic()
-    dcp.save({"table": table}, no_dist=True, **storage(a.url, a.client, True))
-    t1 = time.monotonic()
     back = torch.ops.fbgemm.new_managed_tensor(torch.empty(0, dtype=torch.uint8, device="cuda"), [n])
-    dcp.load({"table": back}, no_dist=True, **storage(a.url, a.client, False))
-    t2 = time.monotonic()
+    step = "save"
+    try:
+        t0 = time.monotonic()
+        dcp.save({"table": table}, no_dist=True, **storage(a.url, a.client, True))
+        t1 = time.monotonic()
+        step = "load"
+        dcp.load({"table": back}, no_dist=True, **storage(a.url, a.client, False))
+        t2 = time.monotonic()
+    except (Exception, CheckpointException) as e:  # noqa: BLE001  (a BaseException: torch/distributed/checkpoint/api.py)
+        cause = root_cause(e)
+        text = " ".join(str(cause).split())[:300]
+        print(f"uvmchunk: s3_checkpoint.py: the {step} to {a.url} through {a.client} failed: "
+              f"{type(cause).__name__}: {text}", file=sys.stderr)
+        sys.exit(1)
     equal = torch.equal(back.cpu(), src)
     print(f"{a.client}: {a.mib} MiB to {a.url} and back, {'equal' if equal else 'NOT EQUAL'}; "
           f"save {t1 - t0:.2f} s, load {t2 - t1:.2f} s", flush=True)
