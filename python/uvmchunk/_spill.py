@@ -95,9 +95,15 @@ def _existing(path: str) -> str:
 
 
 def checkpoint_dir(kwargs: dict[str, Any]) -> Optional[str]:
-    """The local folder async_save writes to: the storage writer's path, else checkpoint_id."""
-    where = getattr(kwargs.get("storage_writer"), "path", None) or kwargs.get("checkpoint_id")
-    if where is None:
+    """The local folder async_save writes to: the storage writer's path, else checkpoint_id; None
+    for a store that is not a local folder (a URL such as s3://..., or a writer other than DCP's
+    FileSystemWriter: fsspec's keeps a URL's path without its scheme, "bucket/ckpt", which read
+    as a folder would put the spill in the working directory)."""
+    writer = kwargs.get("storage_writer")
+    if writer is not None and type(writer).__module__ != "torch.distributed.checkpoint.filesystem":
+        return None
+    where = getattr(writer, "path", None) or kwargs.get("checkpoint_id")
+    if where is None or "://" in str(where):
         return None
     try:
         return os.fspath(where)

@@ -334,3 +334,19 @@ def test_wheel_installs_into_a_fresh_venv(tmp_path, monkeypatch):
         assert r.returncode == 0 and r.stdout.strip().startswith(str(env_dir)), r.stderr
     needed = run(["readelf", "-d", installed]).stdout
     assert "libcuda" not in needed and "libcudart" not in needed  # never links CUDA: it binds the runtime PyTorch loaded
+
+
+def test_the_spill_never_takes_a_store_for_a_folder(tmp_path):
+    """async_save's spill folder defaults to the checkpoint's only for a local folder: a URL
+    (checkpoint_id="s3://...") or another storage writer (fsspec's keeps "bucket/ckpt", the S3
+    Connector's "s3://...") leaves the choice to async_spill_dir and the temporary folder."""
+    from torch.distributed.checkpoint import FileSystemWriter
+    from torch.distributed.checkpoint._fsspec_filesystem import FsspecWriter
+
+    from uvmchunk import _spill
+    assert _spill.checkpoint_dir({"checkpoint_id": str(tmp_path)}) == str(tmp_path)
+    assert _spill.checkpoint_dir({"storage_writer": FileSystemWriter(str(tmp_path))}) == str(tmp_path)
+    assert _spill.checkpoint_dir({"checkpoint_id": "s3://bucket/ckpt"}) is None
+    assert _spill.checkpoint_dir({"storage_writer": FsspecWriter(f"file://{tmp_path}")}) is None
+    connector = type("S3StorageWriter", (), {"__module__": "s3torchconnector.dcp.s3_storage_writer", "path": "s3://b/c"})
+    assert _spill.checkpoint_dir({"storage_writer": connector()}) is None
