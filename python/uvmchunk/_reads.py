@@ -340,11 +340,16 @@ def _read_data(reader: Any, plan: Any, planner: Any) -> Future:
                 contextlib.ExitStack() as sources:
             src: Optional[Source] = None  # opened at the first item read directly
             records: dict[tuple[int, int], tuple] = {}  # one item read by several requests: parsed once
+
+            def own() -> Any:
+                """The stream DCP's own reads of this file take (_streams.Source.dcp_stream)."""
+                return stream if src is None or src.dcp_stream is None else src.dcp_stream
+
             for req in reqs:
                 md = reader.storage_data[req.storage_index]
                 if req.type == LoadItemType.BYTE_IO:
                     transform_from = reader.transforms.transform_load_stream(
-                        req, md.transform_descriptors or (), reader._slice_file(stream, md))
+                        req, md.transform_descriptors or (), reader._slice_file(own(), md))
                     read_bytes = io.BytesIO(transform_from.read(-1))
                     read_bytes.seek(0)
                     planner.load_bytes(req, read_bytes)
@@ -368,7 +373,7 @@ def _read_data(reader: Any, plan: Any, planner: Any) -> Future:
                 if why:
                     if why != "target is no view":
                         say_once(f"reads:{why}", "info", f"dcp.load: {item} read through PyTorch's path: {why}")
-                    _stock_tensor(reader, req, md, stream, target)
+                    _stock_tensor(reader, req, md, own(), target)
                 planner.commit_tensor(req, target)
     fut: Future = Future()
     fut.set_result(None)
