@@ -340,11 +340,17 @@ def _read_data(reader: Any, plan: Any, planner: Any) -> Future:
                 contextlib.ExitStack() as sources:
             src: Optional[Source] = None  # opened at the first item read directly
             records: dict[tuple[int, int], tuple] = {}  # one item read by several requests: parsed once
+            skipped = False  # an item of this file was read directly, not from `stream`
+
+            def own() -> Any:
+                """The stream DCP's own reads of this file take (_streams.Source.dcp_stream)."""
+                return src.dcp_stream if skipped and src is not None and src.dcp_stream is not None else stream
+
             for req in reqs:
                 md = reader.storage_data[req.storage_index]
                 if req.type == LoadItemType.BYTE_IO:
                     transform_from = reader.transforms.transform_load_stream(
-                        req, md.transform_descriptors or (), reader._slice_file(stream, md))
+                        req, md.transform_descriptors or (), reader._slice_file(own(), md))
                     read_bytes = io.BytesIO(transform_from.read(-1))
                     read_bytes.seek(0)
                     planner.load_bytes(req, read_bytes)
@@ -365,10 +371,11 @@ def _read_data(reader: Any, plan: Any, planner: Any) -> Future:
                     rec, why = records[key]
                     if rec is not None and not reads.read(src, rec, req, target, item):
                         why = "dtype, shape or layout differs from the request"
+                    skipped = skipped or rec is not None and not why
                 if why:
                     if why != "target is no view":
                         say_once(f"reads:{why}", "info", f"dcp.load: {item} read through PyTorch's path: {why}")
-                    _stock_tensor(reader, req, md, stream, target)
+                    _stock_tensor(reader, req, md, own(), target)
                 planner.commit_tensor(req, target)
     fut: Future = Future()
     fut.set_result(None)

@@ -158,7 +158,11 @@ def install() -> None:
 class Source:
     """Positional reads of one stored object: ``readinto(view, at)`` fills a prefix of `view` from
     byte `at` and says how many bytes it placed (0 at the end). The direct reads (uvmchunk._reads)
-    call it once per piece, so nothing here holds more than the piece being placed."""
+    call it once per piece, so nothing here holds more than the piece being placed.
+    ``dcp_stream``: the stream DCP's own reads of the file take once an item of it was read here
+    (None: the one its create_stream opened)."""
+
+    dcp_stream: Any = None
 
     def readinto(self, view: memoryview, at: int) -> int:
         raise NotImplementedError
@@ -290,7 +294,12 @@ def open_source(fs: Any, path: Any, stream: Any) -> Iterator[Optional[Source]]:
         from s3torchconnector.s3reader import S3ReaderConstructor  # type: ignore[import-not-found]
         bucket, key = parse_s3_uri(str(path))
         with fs._client.get_object(bucket, key, reader_constructor=S3ReaderConstructor.range_based(0)) as f:
-            yield StreamSource(f)
+            src = StreamSource(f)
+            # the connector's default DCP reader (s3torchconnector/s3reader/dcp_optimized.py,
+            # _find_item_for_range) takes the file's items in order, none skipped: after an item
+            # read here, an item DCP reads itself (a CPU tensor, bytes) would be refused
+            src.dcp_stream = f
+            yield src
     else:
         yield None
 

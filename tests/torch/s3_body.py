@@ -102,6 +102,20 @@ def body_save_load(a):
            load_peak_extra=load_peak, load_s=load_s, raw_s=raw_s, raw_up_s=raw_up_s)
 
 
+def body_mixed(a):
+    """A managed table between items DCP reads itself (a CPU tensor, a non-tensor value), saved
+    and loaded back; whether all came back equal."""
+    import warnings
+    warnings.filterwarnings("ignore")
+    import torch.distributed.checkpoint as dcp
+    sd = {"t": cuda_from(pattern(a.size, 11).view(-1, ROW), managed=True), "cpu": pattern(2 * a.size, 12), "step": 7}
+    dcp.save(sd, **storage(a, True))
+    back = {"t": cuda_from(torch.zeros(a.size // ROW, ROW, dtype=torch.uint8), managed=True),
+            "cpu": torch.zeros(2 * a.size, dtype=torch.uint8), "step": 0}
+    dcp.load(back, **storage(a, False))
+    result(equal=back["step"] == 7 and all(torch.equal(back[k].cpu(), sd[k].cpu()) for k in ("t", "cpu")))
+
+
 def raw_transfers(a):
     """Seconds the client itself takes to download the checkpoint's data file whole (s3fs's
     cat_file, the connector's get_object().read()) and, with --raw-upload, to upload those bytes

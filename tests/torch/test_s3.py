@@ -147,7 +147,7 @@ def test_report_names_the_store(server, tmp_path):
         report = tmp_path / f"{client}.jsonl"
         b = _bucket(server, f"uvmc-report-{client}")
         r = run_body("save_load", True, "--endpoint", server, "--bucket", b, "--name", "named", "--client", client,
-                     "--size", str(4 * MIB), script=BODY, lib_env=dict(AUTO, UVMCHUNK_REPORT=str(report)),
+                     "--size", str(MIB), script=BODY, lib_env=dict(AUTO, UVMCHUNK_REPORT=str(report)),
                      extra_env={**CREDENTIALS, "AWS_ENDPOINT_URL": server}, timeout=600)
         assert r.result["equal"], r.describe()
         recs = [json.loads(ln) for ln in report.read_text().splitlines()]
@@ -159,3 +159,17 @@ def test_report_names_the_store(server, tmp_path):
                      and ln.endswith(f"; {way} s3://{b}/named ({name})")]
             assert len(lines) == 1, r.describe()
             print(lines[0])
+
+
+@pytest.mark.parametrize("client", sorted(CLIENTS))
+def test_load_beside_items_dcp_reads(server, client):
+    """A table read directly and, after it in the same file, items DCP reads itself (a CPU tensor,
+    a non-tensor value) come back equal: the connector's default DCP reader takes a file's items in
+    order only (s3torchconnector/s3reader/dcp_optimized.py), so those go through the reader the
+    direct reads opened (_streams.Source.dcp_stream)."""
+    _need(CLIENTS[client])
+    env = {**CREDENTIALS, "AWS_ENDPOINT_URL": server}
+    r = run_body("mixed", True, "--endpoint", server, "--bucket", _bucket(server, f"uvmc-mixed-{client}"),
+                 "--name", "mixed", "--client", client, "--size", str(MIB),
+                 script=BODY, lib_env=AUTO, extra_env=env, timeout=120)
+    assert r.result["equal"], r.describe()
