@@ -21,7 +21,7 @@ BODY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "s3_body.py")
 SMALL, LARGE = 64 * MIB, 256 * MIB
 CHUNK = 16 * MIB  # conftest.LIB_ENV's chunk_size: the pieces' size
 AUTO = {"UVMCHUNK_DCP_VIEWS": "on", "UVMCHUNK_PINNED_THRESHOLD": "32MiB"}
-HUGE = 768 * MIB  # issue 29's load size: one run per client
+HUGE = 768 * MIB  # the large case: one run per client
 CLIENTS = {"s3fs": ("s3fs",), "connector": ("s3torchconnector",)}
 
 

@@ -1,4 +1,4 @@
-"""dcp.async_save to object storage (issue 29, item 3): a 256 MiB managed table and a 64 MiB ordinary
+"""dcp.async_save to object storage: a 256 MiB managed table and a 64 MiB ordinary
 CUDA tensor saved with async_save through s3fs (checkpoint_id="s3://...") to moto's server
 (s3_server.py), a 64 MiB async_memory_budget, the tensors overwritten right after the call; body in
 s3_async_body.py. Under the library the spill's staged file (python/uvmchunk/_spill.py) is uploaded

@@ -1,5 +1,5 @@
 """Faults of checkpoints to object storage, through the real clients against real moto servers
-(issue 29, item 4): a missing bucket, bad credentials, a missing and a truncated data object, and
+a missing bucket, bad credentials, a missing and a truncated data object, and
 the server killed (SIGKILL) mid-save and mid-load. One body process (s3_fault_body.py) runs every
 case of both clients under the library (the automatic path, as test_s3.py's AUTO), a 64 MiB
 managed table in four 16 MiB pieces; each case raises the client's own error, leaves no .metadata
