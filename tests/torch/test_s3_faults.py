@@ -1,4 +1,4 @@
-"""Faults of checkpoints to object storage, through the real clients against real moto servers
+"""Faults of checkpoints to object storage, through the real clients against real moto servers:
 a missing bucket, bad credentials, a missing and a truncated data object, and
 the server killed (SIGKILL) mid-save and mid-load. One body process (s3_fault_body.py) runs every
 case of both clients under the library (the automatic path, as test_s3.py's AUTO), a 64 MiB
