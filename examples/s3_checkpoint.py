@@ -26,9 +26,17 @@ def storage(url: str, client: str, save: bool) -> dict:
     """dcp.save / dcp.load's keyword argument for `url` through `client`."""
     if client == "s3fs":
         return {"checkpoint_id": url}
+    from s3torchconnector import S3ClientConfig
     from s3torchconnector.dcp import S3StorageReader, S3StorageWriter
     region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
-    return {"storage_writer": S3StorageWriter(region, url)} if save else {"storage_reader": S3StorageReader(region, url)}
+    if not save:
+        return {"storage_reader": S3StorageReader(region, url)}
+    # the connector's client keeps up to 4 parts per connection in memory while it uploads (aws-c-s3
+    # source/s3_client.c; 10 connections up to 4 Gbps): 40 parts of 5 MiB, 200 MiB, where its
+    # defaults (10 Gbps, 8 MiB) allow 100 of 8 MiB; an object then holds at most 10,000 parts (S3's
+    # limit) of 5 MiB, 48.8 GiB: a rank that writes more needs larger parts
+    bounded = S3ClientConfig(throughput_target_gbps=4.0, part_size=5 << 20)
+    return {"storage_writer": S3StorageWriter(region, url, s3client_config=bounded)}
 
 
 def root_cause(e: BaseException) -> BaseException:

@@ -20,13 +20,18 @@ ROW = 4096
 REGION = "us-east-1"
 
 
-def connector_fs(endpoint, reader=None):
+def connector_fs(endpoint, reader=None, writes=False):
     """The connector's DCP file system over the test's server (its writer and reader take no
-    endpoint); a reader's own constructor object, or its range injection finds no ranges."""
+    endpoint); a reader's own constructor object, or its range injection finds no ranges. For
+    `writes`, its client set as README.md ("Checkpoint to S3") tells users to bound its upload
+    buffers: at most 4 Gbps (10 connections, 40 parts in memory) and 5 MiB parts; a reader's keeps
+    its defaults (8 MiB ranges: moto copies the whole object for each)."""
     from s3torchconnector import S3ClientConfig
     from s3torchconnector._s3client import S3Client
     from s3torchconnector.dcp.s3_file_system import S3FileSystem
-    client = S3Client(REGION, endpoint=endpoint, s3client_config=S3ClientConfig(force_path_style=True))
+    bound = {"throughput_target_gbps": 4.0, "part_size": 5 << 20} if writes else {}
+    config = S3ClientConfig(force_path_style=True, **bound)
+    client = S3Client(REGION, endpoint=endpoint, s3client_config=config)
     return S3FileSystem(REGION, s3_client=client,
                         reader_constructor=reader._reader_constructor if reader is not None else None)
 
@@ -42,7 +47,7 @@ def storage(a, writer, name=None):
     from s3torchconnector.dcp import S3StorageReader, S3StorageWriter
     if writer:
         w = S3StorageWriter(REGION, url)
-        w.fs = connector_fs(a.endpoint)
+        w.fs = connector_fs(a.endpoint, writes=True)
         return {"storage_writer": w}
     r = S3StorageReader(REGION, url)
     r.fs = connector_fs(a.endpoint, r)
@@ -146,7 +151,7 @@ def raw_transfers(a):
     if a.client == "s3fs":
         fs.pipe_file(f"{data}.raw", raw)
     else:
-        with connector_fs(a.endpoint)._client.put_object(bucket, f"{key}.raw") as w:
+        with connector_fs(a.endpoint, writes=True)._client.put_object(bucket, f"{key}.raw") as w:
             w.write(raw)
     return down, time.monotonic() - t0
 

@@ -43,7 +43,7 @@ def s3_run(server, client, mode, size, name, load=True, bucket=None, raw_upload=
 
 
 def speed(client, stock, lib):
-    """Issue 29's speed figures at one size, one run: each side's seconds, stock's, the library's
+    """The speed figures at one size, one run: each side's seconds, stock's, the library's
     and the client's own upload (save) or download (load) of the same bytes, and the library's
     ratio to each (the aim: at most 1.25x the client's own, at most 1x stock). Printed, never
     asserted (timings on a shared machine)."""
@@ -58,19 +58,15 @@ def speed(client, stock, lib):
 @pytest.mark.parametrize("client", sorted(CLIENTS))
 def test_save_in_pieces_stays_flat(server, client):
     """The client's write() is handed the whole table stock and at most a piece (chunk_size) under
-    the library. Stock's save copies the table at least once (the measurement means something); the library's
-    adds, through s3fs, at most 256 MiB for 256 MiB and at most 32 MiB more than for 64 MiB: no copy
-    that grows with the table (what is left is s3fs's 50 MiB part buffer, the copy of it that it
-    uploads, and a piece). The connector's native client copies each write into part buffers it
-    uploads in the background, up to a memory limit of its own: against moto's single-threaded
-    server those pile up as the table grows (measured: +81 MiB at 64 MiB, +193-226 MiB at 256 MiB,
-    +426 MiB at 768 MiB). No setting it documents bounds them: S3ClientConfig
-    (s3torchconnector/_s3client/s3client_config.py) has no memory limit, and with
-    throughput_target_gbps 1.0 or 0.1 or part_size 5 MiB the growth from 64 to 256 MiB stayed
-    104-112 MiB; S3Writer.flush is a no-op (s3torchconnector/s3writer.py) and PutObjectStream.write
-    has no way to wait for the parts (s3torchconnectorclient/_mountpoint_s3_client.pyi). So there the
-    growth is printed and an excess reported as an expected failure, not hidden. The speed line
-    (speed()) compares stock, the library and the client's own transfer at 256 MiB."""
+    the library. Stock's save copies the table at least once (the measurement means something); the
+    library's save and load each add at most 256 MiB for 768 MiB and at most 32 MiB more than for
+    256 MiB: no copy that grows with the table. Through s3fs what is left is its 50 MiB part buffer,
+    the copy of it that it uploads, and a piece (also flat from 64 MiB). The connector's native
+    client copies each piece into part buffers it uploads in the background, up to 4 requests per
+    connection (aws-c-s3 source/s3_client.c, s_max_requests_multiplier): bounded by its own
+    settings, which s3_body.connector_fs sets as README.md tells users to (at its defaults they grew
+    to +218 and +426 MiB at 256 and 768 MiB against moto). The speed line (speed()) compares stock,
+    the library and the client's own transfer at 256 MiB."""
     _need(CLIENTS[client])
     _, stock = s3_run(server, client, "stock", LARGE, "stock")
     assert stock["save_peak_extra"] >= LARGE, stock
@@ -94,16 +90,12 @@ def test_save_in_pieces_stays_flat(server, client):
     # what the client's write() was handed: the whole record stock, a piece at most with the library
     assert stock["largest_write"] >= LARGE, stock
     assert max(small["largest_write"], large["largest_write"]) <= CHUNK, (small, large)
-    # through s3fs a bound; the connector's background part buffers grow as the server slows (273 MiB
-    # seen for 256 MiB beside other suites), so its figures are printed, and the pieces checked above
-    assert client == "connector" or large["save_peak_extra"] <= 256 * MIB, r.describe()
-    growth = large["save_peak_extra"] - small["save_peak_extra"]
-    print(f"{client}: the library's save grows by {growth / MIB:.0f} MiB from {SMALL // MIB} to {LARGE // MIB} MiB")
-    if client == "connector" and growth > 32 * MIB:
-        saves = "/".join(f"+{x['save_peak_extra'] / MIB:.0f}" for x in (small, large, huge))
-        pytest.xfail(f"s3torchconnector's own upload buffers grew by {growth / MIB:.0f} MiB (a slow server): save "
-                     f"{saves} MiB at {SMALL // MIB}/{LARGE // MIB}/{HUGE // MIB} MiB; {loads}; {speeds}")
-    assert growth <= 32 * MIB, (small, large)
+    saves = "/".join(f"+{x['save_peak_extra'] / MIB:.0f}" for x in (small, large, huge))
+    print(f"{client}: the library's save {saves} MiB at {SMALL // MIB}/{LARGE // MIB}/{HUGE // MIB} MiB")
+    assert huge["save_peak_extra"] <= 256 * MIB, huge
+    assert huge["save_peak_extra"] - large["save_peak_extra"] <= 32 * MIB, (large, huge)
+    # s3fs's part buffer is full from the first 50 MiB: flat from the smallest table on
+    assert client != "s3fs" or large["save_peak_extra"] - small["save_peak_extra"] <= 32 * MIB, (small, large)
 
 
 def test_file_url_load_in_pieces(server, tmp_path):

@@ -34,3 +34,12 @@ def test_async_save_to_s3_within_budget(server, tmp_path):
     r, res = run(server, True, tmp_path, "library")
     assert res["peak_anon_extra"] <= 256 * MIB, r.describe()
 
+
+
+def test_async_save_through_the_connector_within_budget(server, tmp_path):
+    """The same through s3torchconnector's S3StorageWriter, its client set as README.md ("Checkpoint
+    to S3") tells users to bound its upload buffers (s3_body.connector_fs): the connector's client
+    copies each piece into parts it keeps until uploaded, at most 40 of 5 MiB there."""
+    need(["s3torchconnector"])
+    r, res = run(server, True, tmp_path, "library-connector", client="connector")
+    assert res["peak_anon_extra"] <= 256 * MIB, r.describe()
