@@ -4,6 +4,7 @@ configuration its own parser reads, and the package's ``uvmchunk:`` log lines (s
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from typing import Optional
@@ -56,6 +57,16 @@ def configuration() -> dict[str, str]:
                     _config = dict(kv.split("=", 1) for kv in line[len("configuration: "):].split() if "=" in kv)
                     return _config
     return _config
+
+
+_SHIFTS = {"": 0, "K": 10, "M": 20, "G": 30, "T": 40}
+
+
+def size_bytes(text: str) -> Optional[int]:
+    """A size as the library's configuration spells it (config/uvmchunk.conf: bytes, or a number
+    with K/M/G/T, KiB, MiB, ...), in bytes; None for anything else."""
+    m = re.fullmatch(r"(\d+)\s*([KMGT]?)(?:i?B)?", text.strip(), re.IGNORECASE)
+    return int(m.group(1)) << _SHIFTS[m.group(2).upper()] if m else None
 
 
 def stock() -> bool:

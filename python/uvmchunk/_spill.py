@@ -39,7 +39,8 @@ from typing import Any, Callable, Optional
 import torch
 
 from . import _accounting, _limits
-from ._config import configuration, log, say_once
+from ._config import configuration, log, say_once, size_bytes
+from ._report import size_text
 
 MIB = 1 << 20
 # statfs(2) f_type of file systems whose pages are memory: a spill there saves nothing
@@ -80,10 +81,6 @@ def fs_type(path: str) -> Optional[int]:
     if _libc.statfs(os.fsencode(path), buf) != 0:
         return None
     return ctypes.c_ulong.from_buffer(buf).value & 0xFFFFFFFF
-
-
-def _size_text(n: int) -> str:
-    return f"{n / (1 << 30):.2f} GiB" if n >= 1 << 30 else f"{n / MIB:.0f} MiB"
 
 
 def _existing(path: str) -> str:
@@ -233,7 +230,7 @@ class Spill:
         free = vfs.f_bavail * vfs.f_frsize
         need = nbytes + RESERVE + ((before + nbytes) if same else 0)
         if free < need:
-            self._give_up(f"spill folder {folder} has {_size_text(free)} free, {_size_text(need)} needed")
+            self._give_up(f"spill folder {folder} has {size_text(free)} free, {size_text(need)} needed")
             return None
         try:
             fd = self._open(folder)
@@ -247,7 +244,7 @@ class Spill:
         except (OSError, RuntimeError) as e:
             os.close(fd)
             why = os.strerror(e.errno) if isinstance(e, OSError) and e.errno else str(e)
-            self._give_up(f"cannot reserve {_size_text(nbytes)} in spill folder {folder} ({why})")
+            self._give_up(f"cannot reserve {size_text(nbytes)} in spill folder {folder} ({why})")
             return None
         if persistent:
             os.close(fd)  # the mapping keeps the file; released with the stager that caches it
@@ -282,10 +279,11 @@ class Spill:
         """After the staging: the per-call line (info)."""
         if self.managed == 0:
             return
-        where = f"spilled to {self.folder} (file-backed, unlinked)" if self.spilled else "none spilled"
-        log("info", f"dcp.async_save: {_size_text(self.managed)} of managed tensors, budget "
-                    f"{_size_text(self.budget)} ({self.budget_why}): {_size_text(self.spilled)} {where}, "
-                    f"{_size_text(self.in_memory)} in memory")
+        where = (f"{size_text(self.spilled)} spilled to {self.folder} (file-backed, unlinked)" if self.spilled
+                 else "none spilled")
+        log("info", f"dcp.async_save: {size_text(self.managed)} of managed tensors, budget "
+                    f"{size_text(self.budget)} ({self.budget_why}): {where}, "
+                    f"{size_text(self.in_memory)} in memory")
 
     def release(self) -> None:
         """After the upload completed or failed: the spill files' blocks and page cache dropped and
@@ -438,9 +436,9 @@ def new_spill(kwargs: dict[str, Any]) -> Optional[Spill]:
         room = _limits.memory_room()
         budget = room.room // 4
         why = ("a quarter of MemAvailable" if room.limit is None
-               else f"a quarter of the room under the {_size_text(room.limit)} limit of {room.source}")
+               else f"a quarter of the room under the {size_text(room.limit)} limit of {room.source}")
     else:
-        budget, why = _parse_size(budget_text), "async_memory_budget"
+        budget, why = size_bytes(budget_text) or 0, "async_memory_budget"
     spill = Spill(budget, why, mode, _spill_dir(cfg.get("async_spill_dir", "")), checkpoint_dir(kwargs))
     # for the per-checkpoint report (uvmchunk._report): the budget and the limit it came from
     said = {"async_memory_budget_bytes": budget, "async_memory_budget_from": why}
@@ -454,14 +452,6 @@ def _spill_dir(escaped: str) -> str:
     """async_spill_dir as uvmchunk-config escapes it (%XX) back to the folder's own bytes, as a str
     the way os.fsdecode makes one (a name that is not UTF-8 keeps its bytes)."""
     return os.fsdecode(urllib.parse.unquote_to_bytes(os.fsencode(escaped)))
-
-
-def _parse_size(text: str) -> int:
-    """uvmchunk-config's sizes: bytes, or a number with KiB/MiB/GiB/TiB."""
-    for unit, shift in (("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)):
-        if text.endswith(unit):
-            return int(text[:-3]) << shift
-    return int(text)
 
 
 def _managed(ptr: int) -> bool:

@@ -15,17 +15,15 @@ import contextlib
 import functools
 import io
 import os
-import re
 import sys
 import threading
 import traceback
 from typing import Any, Callable, Iterator, Optional
 
-from ._config import configuration
+from ._config import configuration, size_bytes
 
 DEFAULT_CHUNK = 64 << 20
 chunk_size: Optional[int] = None  # bytes per piece; None: the library's chunk_size
-_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
 
 def chunk_bytes() -> int:
@@ -33,8 +31,8 @@ def chunk_bytes() -> int:
     (bytes per block; config/uvmchunk.conf), else 64 MiB; at least 4 KiB."""
     if chunk_size is not None:
         return max(4096, int(chunk_size))
-    m = re.fullmatch(r"(\d+)\s*([KMGT]?)(?:i?B)?", configuration().get("chunk_size", ""), re.IGNORECASE)
-    return max(4096, int(m.group(1)) * _UNITS[m.group(2).upper()]) if m else DEFAULT_CHUNK
+    configured = size_bytes(configuration().get("chunk_size", ""))
+    return max(4096, configured) if configured is not None else DEFAULT_CHUNK
 
 
 class PieceWriter:
