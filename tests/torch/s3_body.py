@@ -49,7 +49,11 @@ def storage(a, writer, name=None):
         w = S3StorageWriter(REGION, url)
         w.fs = connector_fs(a.endpoint, writes=True)
         return {"storage_writer": w}
-    r = S3StorageReader(REGION, url)
+    if a.reader == "default":  # dcp_optimized at 1.5.0
+        r = S3StorageReader(REGION, url)
+    else:
+        from s3torchconnector.s3reader import S3ReaderConstructor
+        r = S3StorageReader(REGION, url, reader_constructor=getattr(S3ReaderConstructor, a.reader)())
     r.fs = connector_fs(a.endpoint, r)
     return {"storage_reader": r}
 
@@ -164,6 +168,8 @@ def main():
     p.add_argument("--name", required=True)
     p.add_argument("--client", choices=("s3fs", "connector", "file"), required=True)
     p.add_argument("--size", type=int, required=True)
+    p.add_argument("--reader", choices=("default", "sequential", "range_based"), default="default",
+                   help="the connector's S3StorageReader's reader_constructor (S3ReaderConstructor)")
     p.add_argument("--no-load", action="store_true", help="save only")
     p.add_argument("--raw-upload", action="store_true", help="also time the client's own upload of the data")
     a = p.parse_args()
