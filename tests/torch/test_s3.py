@@ -190,3 +190,21 @@ def test_connector_readers(server, reader):
     r = run_body("mixed", True, "--endpoint", server, "--bucket", b, "--name", "mixed", "--client", "connector",
                  "--reader", reader, "--size", str(MIB), script=BODY, lib_env=AUTO, extra_env=env, timeout=120)
     assert r.result["equal"], r.describe()
+
+
+def test_reshard_through_s3fs(server):
+    """test_load.py's resharding cases (table-wise <-> row-wise, column-wise, inner dimensions, two
+    pieces loaded as three, another dtype) through DCP's FsspecReader over s3fs: bitwise, whole rows
+    read straight into the view and the rest through one bounded bounce buffer, torch.load called
+    only for the other dtype, as from a local folder."""
+    _need(CLIENTS["s3fs"])
+    from test_load import check_reshard
+    r = run_body("reshard", True, "--dir", f"s3://{_bucket(server, 'uvmc-reshard')}/r", "--mode", "auto",
+                 "--chunk", str(64 << 10), script=os.path.join(os.path.dirname(BODY), "load_body.py"),
+                 lib_env=AUTO, extra_env={**CREDENTIALS, "AWS_ENDPOINT_URL": server}, timeout=300)
+    check_reshard(r, r.result)
+    cases = r.result["cases"]
+    for name in ("table_to_rows", "rows_to_table", "rows2_to_rows3"):
+        assert cases[name]["direct_read_bytes"] == 96 * 1024 and cases[name]["bounce_bytes"] == 0, r.describe()
+    for name in ("table_to_cols", "inner_dim1", "inner_dim2", "rows_to_cols3d"):
+        assert 0 < cases[name]["bounce_bytes"] <= 64 << 10, (name, r.describe())
