@@ -49,7 +49,7 @@ def storage(a, writer, name=None):
         w = S3StorageWriter(REGION, url)
         w.fs = connector_fs(a.endpoint, writes=True)
         return {"storage_writer": w}
-    if a.reader == "default":  # dcp_optimized at 1.5.0
+    if getattr(a, "reader", "default") == "default":  # dcp_optimized at 1.5.0; s3_async_body has no --reader
         r = S3StorageReader(REGION, url)
     else:
         from s3torchconnector.s3reader import S3ReaderConstructor
