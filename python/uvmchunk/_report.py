@@ -199,7 +199,8 @@ def line(rec: dict[str, Any]) -> str:
     if rec.get("bounce_bytes"):
         parts.append(f"bounce buffer {size_text(rec['bounce_bytes'])}")
     # the CUDA tensors' bytes only: a state dict's CPU tensors and other values are DCP's alone
-    text = f"{head} {size_text(rec['bytes'])} of CUDA tensors in {secs:.2f} s{rate}: {', '.join(parts)}; {_host(rec)}"
+    text = (f"{head} {size_text(rec['bytes'])} of CUDA tensors in {secs:.2f} s{rate}: {', '.join(parts)}; "
+            f"{_host(rec)}")
     if rec.get("stock_pinned_bytes"):
         text += f" (stock: {size_text(rec['stock_pinned_bytes'])} page-locked)"
     return text + _where(rec)
