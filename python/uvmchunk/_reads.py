@@ -276,6 +276,28 @@ class _Reads:
         return True
 
 
+def _copied_not_viewed(tensors: int, nbytes: int, call: Optional[_accounting.Call]) -> None:
+    """Counts views that PyTorch's per-item code filled (torch.load into a CPU tensor, then copy_,
+    which converts another dtype) as DCP's copies through host memory, not as bytes read into the
+    tables' pages: their resolve counted them as views (uvmchunk._views.Viewer.view)."""
+    _accounting.add("view_tensors", -tensors, call)
+    _accounting.add("view_bytes", -nbytes, call)
+    _accounting.add("copied_bytes", nbytes, call)
+
+
+def _pytorch_read_data(orig: Any, reader: Any, plan: Any, planner: Any, viewer: Viewer) -> Any:
+    """PyTorch's own read_data for a planner that hands views: every view it resolves meanwhile
+    (on this thread: read_data resolves its items itself) is filled by torch.load + copy_."""
+    call = viewer.call
+    if call is None:
+        return orig(reader, plan, planner)
+    tensors, nbytes = call.counts["view_tensors"], call.counts["view_bytes"]
+    try:
+        return orig(reader, plan, planner)
+    finally:
+        _copied_not_viewed(call.counts["view_tensors"] - tensors, call.counts["view_bytes"] - nbytes, call)
+
+
 def _viewed(t: torch.Tensor) -> bool:
     """A contiguous CPU tensor over managed memory: a view of a table (uvmchunk._views)."""
     if t.device.type != "cpu" or not t.is_contiguous() or t.numel() == 0:
@@ -284,13 +306,13 @@ def _viewed(t: torch.Tensor) -> bool:
     return runtime is not None and runtime.is_managed(t.data_ptr())
 
 
-def _takes_views(planner: Any) -> bool:
-    """The planner hands DCP views: the automatic path's (set_up_planner's _uvmchunk_auto) or
-    uvmchunk.dcp's load planners (zero_copy)."""
+def _viewer(planner: Any) -> Optional[Viewer]:
+    """The planner's viewer when it hands DCP views: the automatic path's (set_up_planner's
+    _uvmchunk_auto) or uvmchunk.dcp's load planners' (zero_copy); else None."""
     viewer = getattr(planner, "__dict__", {}).get("_uvmchunk_auto") or getattr(planner, "zero_copy", None)
     # synced: the devices prepare() waited for, the only ones that get views; none (a load without
     # managed tables) hands no view, so PyTorch's own read_data runs, with no CUDA call of ours
-    return isinstance(viewer, Viewer) and bool(viewer.synced)
+    return viewer if isinstance(viewer, Viewer) and viewer.synced else None
 
 
 def _why_not(reader: Any, planner: Any, wrapper: Any) -> Optional[str]:
@@ -326,8 +348,8 @@ def _stock_tensor(reader: Any, req: Any, md: Any, stream: Any, target: torch.Ten
     target.copy_(tensor)
 
 
-def _read_data(reader: Any, plan: Any, planner: Any) -> Future:
-    """FileSystemReader.read_data's loop with direct reads into viewed targets."""
+def _read_data(reader: Any, plan: Any, planner: Any, viewer: Viewer) -> Future:
+    """FileSystemReader.read_data's loop with direct reads into viewed targets (`viewer`'s)."""
     from torch.distributed.checkpoint.planner import LoadItemType
 
     reads = _Reads()
@@ -357,10 +379,10 @@ def _read_data(reader: Any, plan: Any, planner: Any) -> Future:
                     continue
                 target = planner.resolve_tensor(req).detach()  # a view: the device's queued work waited for
                 item = f"{req.storage_index.fqn} (file {relative_path}, offset {md.offset})"
-                why = ""
+                why, viewed = "", _viewed(target)
                 if md.transform_descriptors:
                     why = "a stream transform"
-                elif not _viewed(target):
+                elif not viewed:
                     why = "target is no view"  # not said: stock's path is the normal one for these
                 else:
                     key = (md.offset, md.length)
@@ -376,6 +398,8 @@ def _read_data(reader: Any, plan: Any, planner: Any) -> Future:
                     if why != "target is no view":
                         say_once(f"reads:{why}", "info", f"dcp.load: {item} read through PyTorch's path: {why}")
                     _stock_tensor(reader, req, md, own(), target)
+                    if viewed:  # torch.load'ed into a CPU tensor, then copied into the pages: no view's bytes
+                        _copied_not_viewed(1, target.numel() * target.element_size(), viewer.call)
                 planner.commit_tensor(req, target)
     fut: Future = Future()
     fut.set_result(None)
@@ -400,14 +424,15 @@ def install() -> None:
 
         @functools.wraps(orig)
         def read_data(self: Any, plan: Any, planner: Any) -> Any:
-            if not _takes_views(planner):
+            viewer = _viewer(planner)
+            if viewer is None:
                 return orig(self, plan, planner)
             why = _why_not(self, planner, read_data)
             if why is not None:
                 say_once(f"reads:{why}", "info", f"dcp.load: {why}: no direct reads, PyTorch's path")
-                return orig(self, plan, planner)
+                return _pytorch_read_data(orig, self, plan, planner, viewer)
             with frames_released():
-                return _read_data(self, plan, planner)
+                return _read_data(self, plan, planner, viewer)
 
         read_data._uvmchunk_reads = True
         cls.read_data = read_data

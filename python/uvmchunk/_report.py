@@ -3,8 +3,10 @@ dcp.async_save / dcp.load (log level ``notice``, the default; ``log_level = warn
 and with the configuration's ``report`` (``UVMCHUNK_REPORT=FILE``) the same record as one JSON
 object per line appended to FILE. Built on the call's accounting (uvmchunk._accounting), the host
 memory measured from the call's entry to its end (uvmchunk._memory) and PyTorch's host allocator
-statistics. ``bytes`` counts each tensor once: on a load, the bytes read straight from the file
-(``direct_read_bytes``) are the viewed tables' own (``view_bytes``), not more. Under ``stock = on``
+statistics. ``bytes`` counts each CUDA tensor once, and only those (the line says "N MiB of CUDA
+tensors"; the state dict's CPU tensors and other values are not counted): on a load, the bytes
+read straight from the file (``direct_read_bytes``) are the viewed tables' own (``view_bytes``),
+not more. Under ``stock = on``
 (uvmchunk-run --stock) the package changes nothing and the report is all it does: the line says
 "stock DCP, measured only" and the record has ``"stock": true``. A call that raised says
 ``failed (ExceptionType)`` and its record has ``"failed"`` instead of byte figures. Both name
@@ -196,7 +198,9 @@ def line(rec: dict[str, Any]) -> str:
         parts.append(f"{size_text(rec['spilled_bytes'])} staged in a file-backed mapping{budget}")
     if rec.get("bounce_bytes"):
         parts.append(f"bounce buffer {size_text(rec['bounce_bytes'])}")
-    text = f"{head} {size_text(rec['bytes'])} in {secs:.2f} s{rate}: {', '.join(parts)}; {_host(rec)}"
+    # the CUDA tensors' bytes only: a state dict's CPU tensors and other values are DCP's alone
+    text = (f"{head} {size_text(rec['bytes'])} of CUDA tensors in {secs:.2f} s{rate}: {', '.join(parts)}; "
+            f"{_host(rec)}")
     if rec.get("stock_pinned_bytes"):
         text += f" (stock: {size_text(rec['stock_pinned_bytes'])} page-locked)"
     return text + _where(rec)

@@ -45,18 +45,18 @@ def _record(**kw):
 
 
 @pytest.mark.parametrize("kw, says, never", [
-    ({}, "dcp.save 64 MiB in 0.50 s (128 MiB/s): 64 MiB written from 1 managed table's pages, 0 bytes copied; "
-         "host +2 MiB at peak, +4 KiB after", None),
+    ({}, "dcp.save 64 MiB of CUDA tensors in 0.50 s (128 MiB/s): 64 MiB written from 1 managed table's pages, "
+         "0 bytes copied; host +2 MiB at peak, +4 KiB after", None),
     ({"host_after_added_bytes": -110592}, "host +2 MiB at peak, released 108 KiB after", "-108"),
     ({"call": "dcp.load", "direct_read_bytes": 64 << 20},
-     "dcp.load 64 MiB in 0.50 s (128 MiB/s): 64 MiB read into 1 managed table's pages (64 MiB of them straight "
-     "from the file)", "128 MiB in"),
+     "dcp.load 64 MiB of CUDA tensors in 0.50 s (128 MiB/s): 64 MiB read into 1 managed table's pages "
+     "(64 MiB of them straight from the file)", "128 MiB of"),
     ({"view_tensors": 0, "view_bytes": 0, "bytes": 0},
-     "dcp.save in 0.50 s: no managed tensors in this checkpoint; the library did nothing; host +2 MiB", "0 bytes in"),
+     "dcp.save in 0.50 s: no managed tensors in this checkpoint; the library did nothing; host +2 MiB", "0 bytes of"),
     ({"failed": "CheckpointException"}, "dcp.save failed (CheckpointException) after 0.50 s; host +2 MiB", "64 MiB"),
     ({"stock": True, "view_tensors": 0, "view_bytes": 0, "copied_bytes": 64 << 20, "copied_pinned_bytes": 64 << 20},
-     "dcp.save (stock DCP, measured only) 64 MiB in 0.50 s (128 MiB/s): 64 MiB copied (64 MiB of page-locked "
-     "blocks); host +2 MiB at peak", "viewed"),
+     "dcp.save (stock DCP, measured only) 64 MiB of CUDA tensors in 0.50 s (128 MiB/s): 64 MiB copied "
+     "(64 MiB of page-locked blocks); host +2 MiB at peak", "viewed"),
     ({"store": "s3://b/ckpt", "store_client": "s3fs"}, "host +2 MiB at peak, +4 KiB after; to s3://b/ckpt (s3fs)", None),
     ({"call": "dcp.load", "store": "s3://b/ckpt", "store_client": "s3torchconnector", "failed": "OSError"},
      "dcp.load failed (OSError) after 0.50 s; host +2 MiB at peak, +4 KiB after; from s3://b/ckpt (s3torchconnector)",

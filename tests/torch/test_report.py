@@ -370,3 +370,49 @@ def test_forgotten_launcher_counts_only_what_the_planner_copies(tmp_path):
     print(lines[0])
     assert lines[0].startswith("uvmchunk: rank 0 dcp.save copies 4 MiB of managed memory (1 tensor) through host "
                                "memory"), r.describe()
+
+
+MIXED = """
+import os, sys
+sys.path.insert(0, {tests!r})
+import torch
+import torch.distributed.checkpoint as dcp
+from torch_body import cuda_from, pattern, result
+ckpt = {ckpt!r}
+table = cuda_from(pattern(8 << 20, 1), managed=True)
+dcp.save({{"t": table, "w": torch.ones(1 << 20), "step": 7, "name": "run-1"}}, checkpoint_id=os.path.join(ckpt, "mixed"),
+         no_dist=True)
+half = cuda_from((torch.arange(3 << 19) % 2048).half().view(torch.uint8), managed=True).view(torch.float16)
+dcp.save({{"e": half}}, checkpoint_id=os.path.join(ckpt, "half"), no_dist=True)
+full = cuda_from(torch.zeros(6 << 20, dtype=torch.uint8), managed=True).view(torch.float32)
+dcp.load({{"e": full}}, checkpoint_id=os.path.join(ckpt, "half"), no_dist=True)
+from uvmchunk.dcp import ZeroCopyLoadPlanner
+class Committing(ZeroCopyLoadPlanner):  # views, but PyTorch's own read_data (uvmchunk._reads._why_not)
+    def commit_tensor(self, read_item, tensor):
+        super().commit_tensor(read_item, tensor)
+again = cuda_from(torch.zeros(8 << 20, dtype=torch.uint8), managed=True)
+dcp.load({{"t": again}}, checkpoint_id=os.path.join(ckpt, "mixed"), planner=Committing(), no_dist=True)
+result(equal=torch.equal(full.cpu(), half.cpu().float()) and torch.equal(again.cpu(), table.cpu()))
+"""
+
+
+def test_headline_counts_cuda_tensors_and_a_converted_load_is_copied(tmp_path):
+    """A save of an 8 MiB managed table beside 4 MiB of CPU weights, a step and a name: the line's
+    headline is the CUDA tensors' 8 MiB and says so (the files hold 12 MiB and more). A load of a
+    float16 item (3 MiB in the file) into a 6 MiB float32 managed table: its view takes PyTorch's
+    path (torch.load into a CPU tensor, then copy_ converting into the pages), so its 6 MiB are
+    counted as copied, not as read into the table's pages; so are the 8 MiB a planner overriding
+    commit_tensor loads (PyTorch's whole read_data)."""
+    script = tmp_path / "mixed.py"
+    script.write_text(MIXED.format(tests=os.path.dirname(BODY), ckpt=str(tmp_path / "ckpt")))
+    report = tmp_path / "report.jsonl"
+    r = run_body(None, True, script=str(script), lib_env=dict(AUTO, UVMCHUNK_REPORT=str(report)), timeout=600)
+    assert r.result["equal"], r.describe()
+    mixed, _, load, whole = records(report)
+    lines = _lines(r.err, "dcp.save") + _lines(r.err, "dcp.load")
+    print(*lines, sep="\n")
+    assert mixed["bytes"] == 8 * MIB, mixed  # the files hold the 4 MiB of CPU weights and more besides
+    assert lines[0].startswith("uvmchunk: rank 0 dcp.save 8 MiB of CUDA tensors in "), lines
+    assert load["view_tensors"] == 0 and load["copied_bytes"] == load["bytes"] == 6 * MIB, load
+    assert "no managed table's pages viewed, 6 MiB copied" in lines[2], lines
+    assert whole["view_tensors"] == 0 and whole["copied_bytes"] == whole["bytes"] == 8 * MIB, whole
