@@ -6,6 +6,7 @@ at the server. Prints the save's and the load's peak resident memory above the s
 (VmHWM reset first, after a small save that loads the client), their seconds, and whether the
 bytes came back equal, and the client's own download (and upload) of the same bytes in seconds."""
 import argparse
+import ctypes
 import gc
 import os
 import sys
@@ -76,9 +77,12 @@ def watch_writes(client):
 
 
 def measured(fn):
-    """(peak resident bytes above the state before fn, seconds) of fn()."""
+    """(peak resident bytes above the state before fn, seconds) of fn(). The state before is
+    trimmed (glibc's malloc_trim): freed memory the allocator still held would otherwise serve
+    fn()'s first allocations unseen, by an amount that depends on what ran before."""
     gc.collect()
     torch._C._host_emptyCache()
+    ctypes.CDLL("libc.so.6").malloc_trim(0)
     _clear_hwm()
     rss0 = _status_kib("VmRSS")
     t0 = time.monotonic()

@@ -172,21 +172,23 @@ def test_connector_readers(server, reader):
     """The connector's S3StorageReader with each reader it offers besides its default (above):
     the sequential one keeps what it has read (s3torchconnector/s3reader/sequential.py) and the
     range-based one buffers ahead (ranged.py), but the library reads a table's items through a
-    range reader of its own (_streams.open_source), so a 64 MiB load adds at most 32 MiB whichever
-    the job chose (stock at least the table), and items DCP reads itself still come back equal
-    through the job's reader."""
+    range reader of its own (_streams.open_source), so a 128 MiB load adds at most half the table
+    whichever the job chose (what is left is the client's own read buffers, +41-49 MiB measured at
+    64 to 768 MiB; stock adds at least the table), and items DCP reads itself still come back
+    equal through the job's reader."""
     _need(CLIENTS["connector"])
     env = {**CREDENTIALS, "AWS_ENDPOINT_URL": server}
     b = _bucket(server, f"uvmc-reader-{reader.replace('_', '-')}")
+    size = 128 * MIB
     for mode in ("stock", "auto"):
         r = run_body("save_load", mode == "auto", "--endpoint", server, "--bucket", b, "--name", mode,
-                     "--client", "connector", "--reader", reader, "--size", str(SMALL), script=BODY,
+                     "--client", "connector", "--reader", reader, "--size", str(size), script=BODY,
                      lib_env=AUTO, extra_env=env, timeout=300)
         res = r.result
-        print(f"connector {reader} reader {mode}: load {SMALL // MIB} MiB +{res['load_peak_extra'] / MIB:.0f} MiB")
+        print(f"connector {reader} reader {mode}: load {size // MIB} MiB +{res['load_peak_extra'] / MIB:.0f} MiB")
         assert res["equal"], r.describe()
-        assert mode == "auto" or res["load_peak_extra"] >= SMALL, r.describe()
-        assert mode == "stock" or res["load_peak_extra"] <= 32 * MIB, r.describe()
+        assert mode == "auto" or res["load_peak_extra"] >= size, r.describe()
+        assert mode == "stock" or res["load_peak_extra"] <= size // 2, r.describe()
     r = run_body("mixed", True, "--endpoint", server, "--bucket", b, "--name", "mixed", "--client", "connector",
                  "--reader", reader, "--size", str(MIB), script=BODY, lib_env=AUTO, extra_env=env, timeout=120)
     assert r.result["equal"], r.describe()
