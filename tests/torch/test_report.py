@@ -116,10 +116,19 @@ def _lines(err, call):
 
 def _agree(rec, own, line):
     """The record's host figures are the job's own within CLOSE; the line words them as sizes
-    (memory that went down: "released N after"), never a negative one."""
+    (memory that went down: "released N after"), never a negative one. An async_save's readings
+    are not of one moment: DCP's thread executor drops the staged copy on its own thread as the
+    upload completes (torch/distributed/checkpoint/_async_thread_executor.py, a done callback), so
+    the job's "after" may read lower than the report's (at most that copy, 161 MiB here; +64 MiB
+    seen) and its peak within 1 MiB."""
     for field, mine in FIGURES:  # a call whose memory only went down adds 0 at its peak
         theirs = max(own[mine], 0) if mine == "peak" else own[mine]
-        assert abs(rec[field] - theirs) <= CLOSE, (field, rec, own)
+        if rec["call"] != "dcp.async_save":
+            assert abs(rec[field] - theirs) <= CLOSE, (field, rec, own)
+        elif mine == "peak":
+            assert abs(rec[field] - theirs) <= MIB, (field, rec, own)
+        else:
+            assert -CLOSE <= rec[field] - theirs <= rec["bytes"] + CLOSE, (field, rec, own)
     figures = re.sub(r"; (to|from) \S+( \(\S+\))?$", "", line.split(" in ", 1)[-1])  # the store's path is no figure
     assert not re.search(r"-\s*\d", figures), line
     assert ("released" in line) == (rec["host_after_added_bytes"] < 0), line
