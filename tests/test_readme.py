@@ -13,13 +13,76 @@ server, AWS_ENDPOINT_URL, set to a moto server this test starts on 127.0.0.1 (th
 my-bucket made, moto's test credentials); where moto or a client is missing, that block is skipped
 and said (under CI=true on the first PyTorch set it fails instead, as tests/torch/s3_server.py does). Exit 77 (skipped) when the venv has no PyTorch.
 
-usage: test_readme.py README BUILD"""
+Before any recipe (and alone with --shape, CTest `readme_shape`, which needs neither PyTorch nor a
+build) it checks the README's shape: at most MAX_WORDS words (a README read in ten minutes; the
+rest lives in docs/), and every relative link of README.md and docs/*.md, and every path of this
+checkout quoted in them, resolves (a file that exists; an anchor that one of its headings makes).
+
+usage: test_readme.py README BUILD
+       test_readme.py --shape README"""
 import os
 import re
 import subprocess
 import sys
 
 NOT_RUN = {"bash tools/test.sh": "the command that runs this test"}
+MAX_WORDS = 2500  # words as `wc -w` counts them
+# Top-level folders of this checkout: a `quoted/path` starting with one must exist.
+CHECKOUT_DIRS = ("config", "docs", "examples", "integration", "interpose", "python", "tests", "tools")
+
+
+def words(text: str) -> int:
+    """Whitespace-separated words, as `wc -w` counts them."""
+    return len(text.split())
+
+
+def slug(heading: str) -> str:
+    """The anchor GitHub makes for a heading: lower case, punctuation but `-` and `_` dropped,
+    spaces to `-` (github/cmark-gfm's anchor filter, as rendered READMEs show it)."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def anchors(path: str) -> set[str]:
+    """The anchors of a Markdown file's headings (outside fenced blocks)."""
+    text = re.sub(r"^```.*?^```", "", open(path).read(), flags=re.S | re.M)
+    return {slug(h) for h in re.findall(r"^#+ (.*)$", text, flags=re.M)}
+
+
+def broken_links(paths: list[str], top: str) -> list[str]:
+    """'file: target (why)' for each relative Markdown link in `paths` whose file or anchor does
+    not exist, and each `quoted/path` under one of CHECKOUT_DIRS that is not in the checkout `top`."""
+    bad = []
+    for path in paths:
+        text = open(path).read()
+        prose = re.sub(r"^```.*?^```", "", text, flags=re.S | re.M)
+        name = os.path.relpath(path, top)
+        for target in re.findall(r"\]\(([^)\s]+)\)", prose):
+            if re.match(r"[a-z]+:", target):
+                continue  # https:, mailto:
+            file, _, anchor = target.partition("#")
+            resolved = os.path.normpath(os.path.join(os.path.dirname(path), file)) if file else path
+            if not os.path.exists(resolved):
+                bad.append(f"{name}: {target} (no such file)")
+            elif anchor and resolved.endswith(".md") and anchor not in anchors(resolved):
+                bad.append(f"{name}: {target} (no heading makes #{anchor})")
+        for quoted in re.findall(r"`((?:%s)/[\w./-]*)`" % "|".join(CHECKOUT_DIRS), prose):
+            if not os.path.exists(os.path.join(top, quoted)):
+                bad.append(f"{name}: `{quoted}` (not in the checkout)")
+    return bad
+
+
+def shape(readme: str) -> list[str]:
+    """What is wrong with the README's shape: its length, and links or paths of it and docs/*.md
+    that do not resolve."""
+    top = os.path.dirname(os.path.abspath(readme))
+    text = open(readme).read()
+    wrong = []
+    if words(text) > MAX_WORDS:
+        wrong.append(f"README.md has {words(text)} words, more than {MAX_WORDS}: move detail to docs/")
+    docs = os.path.join(top, "docs")
+    pages = sorted(os.path.join(docs, f) for f in os.listdir(docs) if f.endswith(".md")) if os.path.isdir(docs) else []
+    wrong += [f"a link or path that does not resolve: {b}" for b in broken_links([os.path.abspath(readme)] + pages, top)]
+    return wrong
 
 
 def blocks(text: str) -> list[tuple[str, str]]:
@@ -60,8 +123,18 @@ def preload_kept(text: str) -> list[str]:
 
 
 def main() -> int:
+    if sys.argv[1] == "--shape":
+        wrong = shape(sys.argv[2])
+        for w in wrong:
+            print(f"FAILED: {w}")
+        return 1 if wrong else 0
     readme, build = sys.argv[1], sys.argv[2]
     top = os.path.dirname(os.path.abspath(readme))
+    wrong = shape(readme)
+    for w in wrong:
+        print(f"FAILED: {w}")
+    if wrong:
+        return 1
     try:
         import torch  # noqa: F401
     except ImportError as e:
