@@ -321,6 +321,9 @@ def test_forgotten_launcher_is_said_at_the_first_save(tmp_path):
     assert lines[0].startswith(f"uvmchunk: rank 1 dcp.save copies {managed // MIB} MiB of managed memory (2 tensors) "
                                "through host memory"), r.describe()
     assert re.search(r"run the job as `(\S*/)?uvmchunk-run -- torchrun \.\.\.`", lines[0]), r.describe()
+    # the same line says how to measure stock's figures (issue 40.5): the launcher's --stock
+    assert re.search(r"measure stock DCP's figures with `(\S*/)?uvmchunk-run --stock -- torchrun \.\.\.`", lines[0]), \
+        r.describe()
 
 
 LATER = """
@@ -349,6 +352,10 @@ def test_forgotten_launcher_is_said_at_the_first_call_with_managed_tensors(tmp_p
     assert r.result["done"] and len(lines) == 1, r.describe()
     print(lines[0])
     assert lines[0].startswith("uvmchunk: rank 0 dcp.async_save copies 8 MiB of managed memory (1 tensor)"), r.describe()
+    # one process: the commands run this interpreter and script, with and without --stock
+    ran = re.escape(f"{sys.executable} {script}")
+    assert re.search(rf"run the job as `(\S*/)?uvmchunk-run -- {ran}` for zero-copy views", lines[0]), r.describe()
+    assert re.search(rf"measure stock DCP's figures with `(\S*/)?uvmchunk-run --stock -- {ran}`", lines[0]), r.describe()
 
 
 PLANNER = """
