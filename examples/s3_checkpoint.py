@@ -26,8 +26,12 @@ def storage(url: str, client: str, save: bool) -> dict:
     """dcp.save / dcp.load's keyword argument for `url` through `client`."""
     if client == "s3fs":
         return {"checkpoint_id": url}
-    from s3torchconnector import S3ClientConfig
-    from s3torchconnector.dcp import S3StorageReader, S3StorageWriter
+    try:  # its DCP classes import tenacity, which only the connector's dcp extra installs
+        from s3torchconnector import S3ClientConfig
+        from s3torchconnector.dcp import S3StorageReader, S3StorageWriter
+    except ImportError as e:
+        sys.exit(f"uvmchunk: s3_checkpoint.py: s3torchconnector's DCP classes do not import ({type(e).__name__}: "
+                 f"{e}): install `pip install 's3torchconnector[dcp]'` into this Python ({sys.executable})")
     region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
     if not save:
         return {"storage_reader": S3StorageReader(region, url)}
