@@ -153,9 +153,9 @@ class Report:
         try:
             self.t1 = time.monotonic()
             self.failed = failed
-            self.sampler.stop()
-            if self.residency is not None:
+            if self.residency is not None:  # before the end reading: its own buffers are the call's
                 self.made_resident = self.residency.made_resident()
+            self.sampler.stop()
             rec = self.record()
             _hand_totals_to_library()
             log("notice", line(rec))
