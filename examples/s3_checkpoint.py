@@ -9,8 +9,8 @@ S3StorageWriter / S3StorageReader. Both clients take the endpoint from AWS_ENDPO
 for s3fs; at s3torchconnector 1.5.0 its native client, mountpoint-s3-client's s3_crt_client.rs),
 so the same command runs against a local S3 server with that one variable set. Prints one line: the table's size, whether it came back equal,
 and the save's and load's seconds; the library's per-checkpoint lines name the store. A failed
-save or load ends with one line naming the client's error (exit 1); a URL that is not s3:// is
-refused (exit 2)."""
+save or load ends with one line naming the client's error, the S3 code and message where it has
+them (exit 1); a URL that is not s3:// is refused (exit 2)."""
 import argparse
 import os
 import sys
@@ -26,8 +26,12 @@ def storage(url: str, client: str, save: bool) -> dict:
     """dcp.save / dcp.load's keyword argument for `url` through `client`."""
     if client == "s3fs":
         return {"checkpoint_id": url}
-    from s3torchconnector import S3ClientConfig
-    from s3torchconnector.dcp import S3StorageReader, S3StorageWriter
+    try:  # its DCP classes import tenacity, which only the connector's dcp extra installs
+        from s3torchconnector import S3ClientConfig
+        from s3torchconnector.dcp import S3StorageReader, S3StorageWriter
+    except ImportError as e:
+        sys.exit(f"uvmchunk: s3_checkpoint.py: s3torchconnector's DCP classes do not import ({type(e).__name__}: "
+                 f"{e}): install `pip install 's3torchconnector[dcp]'` into this Python ({sys.executable})")
     region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
     if not save:
         return {"storage_reader": S3StorageReader(region, url)}
@@ -55,6 +59,17 @@ def root_cause(e: BaseException) -> BaseException:
         else:
             break
     return e
+
+
+def error_line(e: BaseException) -> str:
+    """`e` as one line, in full: the S3 error code and message where the client's error carries
+    them ("NoSuchBucket: The specified bucket does not exist"; the connector's S3Exception holds the
+    XML error body), by uvmchunk's own reading of store errors when the package is there."""
+    try:
+        from uvmchunk._store_errors import describe
+    except ImportError:
+        return f"{type(e).__name__}: {' '.join(str(e).split())}"
+    return describe(e)
 
 
 def main() -> None:
@@ -88,10 +103,8 @@ def main() -> None:
         dcp.load({"table": back}, no_dist=True, **storage(a.url, a.client, False))
         t2 = time.monotonic()
     except (Exception, CheckpointException) as e:  # noqa: BLE001  (a BaseException: torch/distributed/checkpoint/api.py)
-        cause = root_cause(e)
-        text = " ".join(str(cause).split())[:300]
         print(f"uvmchunk: s3_checkpoint.py: the {step} to {a.url} through {a.client} failed: "
-              f"{type(cause).__name__}: {text}", file=sys.stderr)
+              f"{error_line(root_cause(e))}", file=sys.stderr)
         sys.exit(1)
     equal = torch.equal(back.cpu(), src)
     print(f"{a.client}: {a.mib} MiB to {a.url} and back, {'equal' if equal else 'NOT EQUAL'}; "

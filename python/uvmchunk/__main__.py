@@ -10,25 +10,10 @@ import os
 import subprocess
 import sys
 
-from importlib import metadata
-
 from . import __version__, library_path
 from ._autoload import status
 from ._device import cuda_device
-
-# The object-storage clients DCP saves through (python/uvmchunk/_streams.py writes to them in pieces).
-STORE_CLIENTS = ("s3fs", "s3torchconnector")
-
-
-def store_clients() -> str:
-    """The object-storage clients installed in this Python, with their versions (not imported)."""
-    found = []
-    for name in STORE_CLIENTS:
-        try:
-            found.append(f"{name} {metadata.version(name)}")
-        except metadata.PackageNotFoundError:
-            pass
-    return ", ".join(found) if found else "none (s3fs, s3torchconnector)"
+from ._store_clients import describe as store_clients
 
 
 def main(argv: list[str] | None = None) -> int:

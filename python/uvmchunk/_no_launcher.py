@@ -2,8 +2,10 @@
 process, so DCP copies the job's managed tensors through host memory as stock does. Said once per
 process, at the first dcp.save / dcp.async_save / dcp.load whose state dict holds CUDA managed
 tensors: one line on the rank that copies them, with their bytes and the command to use
-(``uvmchunk-run``). Tensors that a zero-copy planner of uvmchunk.dcp, passed explicitly, hands DCP
-as views (it needs no library) are not copied, so they are not counted.
+(``uvmchunk-run``), and the one that measures stock DCP's figures to hold against it
+(``uvmchunk-run --stock``: the same per-checkpoint report, nothing changed). Tensors that a
+zero-copy planner of uvmchunk.dcp, passed explicitly, hands DCP as views (it needs no library) are
+not copied, so they are not counted.
 
 ``install`` runs when the program imports torch.distributed.checkpoint (the post-import hook of
 uvmchunk._autoload, in a process without the library). It wraps the three for that one look: the
@@ -106,12 +108,15 @@ def _managed(state_dict: Any, planner: Any = None) -> Optional[tuple[int, int, i
     return len(copied), sum(n for _, n in copied), len(managed) - len(copied)
 
 
-def _command() -> str:
-    """The command that runs this job under the launcher, as far as this process can tell."""
+def _command(option: str = "") -> str:
+    """The command that runs this job under the launcher, as far as this process can tell, with
+    the launcher's `option` ("--stock": measured only, python/uvmchunk/launcher.py)."""
     launcher = "uvmchunk-run"
     beside = os.path.join(sysconfig.get_path("scripts"), launcher)
     if shutil.which(launcher) is None and os.access(beside, os.X_OK):
         launcher = beside  # installed with the package, but not on PATH
+    if option:
+        launcher += f" {option}"
     if "TORCHELASTIC_RUN_ID" in os.environ:  # a torchrun worker: the launcher goes before torchrun
         return f"{launcher} -- torchrun ..."
     return f"{launcher} -- {shlex.join([sys.executable, *sys.argv])}"
@@ -136,7 +141,8 @@ def look(call: str, state_dict: Any, planner: Any = None) -> bool:
 
         log("warn", f"rank {_rank()} {call} copies {size_text(nbytes)} of managed memory ({tensors} "
                     f"{'tensor' if tensors == 1 else 'tensors'}) through host memory, as stock DCP does: {LIB} is "
-                    f"not loaded in this process; run the job as `{_command()}` for zero-copy views")
+                    f"not loaded in this process; run the job as `{_command()}` for zero-copy views "
+                    f"(measure stock DCP's figures with `{_command('--stock')}`)")
     except Exception:  # noqa: BLE001  (a notice must never fail a checkpoint)
         pass
     return True

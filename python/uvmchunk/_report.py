@@ -15,7 +15,15 @@ reader's path) and, for object storage, the client (``store_client``: "s3fs", "s
 
 A figure the package cannot know on this PyTorch is left out of the line and the record, never
 guessed: copied bytes are counted where DCP resolves each item (absent when the automatic views are
-off), page-locked bytes from torch.cuda.host_memory_stats (absent where it does not exist)."""
+off), page-locked bytes from torch.cuda.host_memory_stats (absent where it does not exist).
+
+Of the host memory a call added, the managed tables' own pages it made resident (uvmchunk._residency:
+a load into a freshly allocated table touches each page for the first time) are said apart
+(``tensor_pages_made_resident_bytes``), with what remains: ``host_peak_extra_bytes`` (the peak's
+added bytes less those pages, at least 0: exact when the peak came after the pages were made
+resident, as a load's does, its last read being the call's last work; a lower bound otherwise) and
+``host_after_extra_bytes`` (added after, less those pages). Absent when the state dict holds no
+managed table."""
 from __future__ import annotations
 
 import json
@@ -28,6 +36,7 @@ from typing import Any, Optional
 from . import _accounting
 from ._config import configuration, log, stock
 from ._memory import Reading, Sampler, reading
+from ._residency import Residency
 
 _UNITS = ("bytes", "KiB", "MiB", "GiB", "TiB")
 
@@ -96,6 +105,8 @@ class Report:
         self.failed: Optional[str] = None  # the exception's type name, when the call raised
         self.pinned0 = _pinned_handed_out()
         self.store: dict[str, str] = {}  # store, store_client (store_of), set by start()
+        self.residency: Optional[Residency] = None  # the managed tables' resident pages, set by start()
+        self.made_resident: Optional[int] = None  # bytes of them made resident, read by finish()
         self.sampler = Sampler(mem).start()
 
     def record(self) -> dict[str, Any]:
@@ -109,6 +120,11 @@ class Report:
         rec.update(host_peak_added_bytes=s.added_at_peak, host_after_added_bytes=s.added_after,
                    host_anon_after_added_bytes=s.anon_added_after, host_resident_before_bytes=s.base,
                    host_anon_before_bytes=s.anon_base)
+        if self.made_resident is not None:  # the tables' own pages, apart from what the call added
+            made = self.made_resident
+            rec.update(tensor_pages_made_resident_bytes=made,
+                       host_peak_extra_bytes=max(s.added_at_peak - max(made, 0), 0),
+                       host_after_extra_bytes=s.added_after - made)
         if self.failed is not None:  # what it moved before it raised is no figure of a checkpoint
             rec["failed"] = self.failed
             return rec
@@ -137,6 +153,8 @@ class Report:
         try:
             self.t1 = time.monotonic()
             self.failed = failed
+            if self.residency is not None:  # before the end reading: its own buffers are the call's
+                self.made_resident = self.residency.made_resident()
             self.sampler.stop()
             rec = self.record()
             _hand_totals_to_library()
@@ -151,10 +169,15 @@ class Report:
 
 
 def _host(rec: dict[str, Any]) -> str:
-    """Host memory the call added: at its peak, and what it left resident (or released) after."""
+    """Host memory the call added: at its peak, and what it left resident (or released) after; of
+    it, when the call made managed tables' pages resident (a load into a fresh table touches each
+    page first), those pages and the extra memory at the peak beside them."""
     after = rec["host_after_added_bytes"]
     left = f"+{size_text(after)} after" if after >= 0 else f"released {size_text(-after)} after"
-    return f"host +{size_text(rec['host_peak_added_bytes'])} at peak, {left}"
+    made = rec.get("tensor_pages_made_resident_bytes", 0)
+    of = (f" ({size_text(made)} of it the managed tables' own pages made resident; "
+          f"+{size_text(rec['host_peak_extra_bytes'])} extra at peak)" if made > 0 else "")
+    return f"host +{size_text(rec['host_peak_added_bytes'])} at peak, {left}{of}"
 
 
 def _where(rec: dict[str, Any]) -> str:
@@ -267,6 +290,7 @@ def start(call: _accounting.Call, args: tuple, kwargs: dict,
             _accounting.note("copies_counted", True)
         report = Report(call, at_entry)
         report.store = store_of(call.kind, kwargs)
+        report.residency = Residency(kwargs.get("state_dict", args[0] if args else None))
         return report
     except Exception as e:  # noqa: BLE001
         log("warn", f"no report of this checkpoint ({type(e).__name__}: {e})")

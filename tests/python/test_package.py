@@ -230,6 +230,27 @@ def test_launcher_starts_a_clean_configuration(tmp_path):
     assert f"\nobject-storage clients: {want}\n" in r.stdout, r.stdout
 
 
+def test_a_client_without_its_dcp_classes_is_not_listed(tmp_path):
+    """s3torchconnector installed without its dcp extra (here: `import tenacity` made to fail by a
+    module of that name first on PYTHONPATH, as a plain `pip install s3torchconnector` leaves it):
+    python -m uvmchunk does not list it as found, and says what to install (issue 40.2)."""
+    from importlib import metadata
+    try:
+        version = metadata.version("s3torchconnector")
+    except metadata.PackageNotFoundError:
+        pytest.skip("s3torchconnector is not installed in this Python")
+    (tmp_path / "tenacity.py").write_text("raise ModuleNotFoundError(\"No module named 'tenacity'\", name='tenacity')\n")
+    r = run([sys.executable, "-m", "uvmchunk"],
+            env=clean_env(PYTHONPATH=f"{tmp_path}:{TOP / 'python'}", UVMCHUNK_CONFIG=""))
+    line = [ln for ln in r.stdout.splitlines() if ln.startswith("object-storage clients: ")]
+    assert len(line) == 1, r.stdout
+    print(line[0])
+    listed = line[0].split(": ", 1)[1].split(";")[0]
+    assert "s3torchconnector" not in listed, line[0]
+    assert (f"s3torchconnector {version} is installed but s3torchconnector.dcp does not import "
+            "(ModuleNotFoundError: No module named 'tenacity'): install `pip install 's3torchconnector[dcp]'`") in line[0]
+
+
 def test_python_m_says_what_cuda_it_found():
     """Under the launcher, python -m uvmchunk says which CUDA it found (python/uvmchunk/_device.py):
     none here (no libcuda.so.1: not active, nothing to do), or the simulator of tests/sim, named as

@@ -321,6 +321,9 @@ def test_forgotten_launcher_is_said_at_the_first_save(tmp_path):
     assert lines[0].startswith(f"uvmchunk: rank 1 dcp.save copies {managed // MIB} MiB of managed memory (2 tensors) "
                                "through host memory"), r.describe()
     assert re.search(r"run the job as `(\S*/)?uvmchunk-run -- torchrun \.\.\.`", lines[0]), r.describe()
+    # the same line says how to measure stock's figures (issue 40.5): the launcher's --stock
+    assert re.search(r"measure stock DCP's figures with `(\S*/)?uvmchunk-run --stock -- torchrun \.\.\.`", lines[0]), \
+        r.describe()
 
 
 LATER = """
@@ -349,6 +352,10 @@ def test_forgotten_launcher_is_said_at_the_first_call_with_managed_tensors(tmp_p
     assert r.result["done"] and len(lines) == 1, r.describe()
     print(lines[0])
     assert lines[0].startswith("uvmchunk: rank 0 dcp.async_save copies 8 MiB of managed memory (1 tensor)"), r.describe()
+    # one process: the commands run this interpreter and script, with and without --stock
+    ran = re.escape(f"{sys.executable} {script}")
+    assert re.search(rf"run the job as `(\S*/)?uvmchunk-run -- {ran}` for zero-copy views", lines[0]), r.describe()
+    assert re.search(rf"measure stock DCP's figures with `(\S*/)?uvmchunk-run --stock -- {ran}`", lines[0]), r.describe()
 
 
 PLANNER = """
@@ -425,3 +432,46 @@ def test_headline_counts_cuda_tensors_and_a_converted_load_is_copied(tmp_path):
     assert load["view_tensors"] == 0 and load["copied_bytes"] == load["bytes"] == 6 * MIB, load
     assert "no managed table's pages viewed, 6 MiB copied" in lines[2], lines
     assert whole["view_tensors"] == 0 and whole["copied_bytes"] == whole["bytes"] == 8 * MIB, whole
+
+
+RESIDENCY = os.path.join(os.path.dirname(BODY), "residency_body.py")
+FRESH = 256 * MIB  # the table loaded into a fresh allocation (the issue's 512 MiB, halved for time)
+
+
+@pytest.mark.parametrize("side", ("library", "stock"))
+def test_pages_made_resident_are_said_apart(tmp_path, side):
+    """dcp.load of a 256 MiB table into a freshly allocated managed table makes each of its pages
+    resident for the first time: the record says those bytes (tensor_pages_made_resident_bytes),
+    to the byte what the job reads independently (its pages' present bits in
+    /proc/self/pagemap, around the same call), and apart from them the extra host memory the call
+    used: a small part of the table under the library (reads straight into the pages), at least
+    the table under --stock (DCP's CPU copy beside the pages). The line says both; the save before
+    it, from pages already resident, makes none resident."""
+    report = tmp_path / "report.jsonl"
+    env = dict(LIB_ENV, UVMCHUNK_DCP_VIEWS="on", UVMCHUNK_REPORT=str(report))
+    args = (str(FRESH), str(tmp_path / "ckpt"))
+    if side == "stock":
+        r = run_body(None, False, *args, script=RESIDENCY, timeout=600,
+                     launcher=[sys.executable, "-m", "uvmchunk.launcher", "--stock", "--", sys.executable],
+                     extra_env=dict(env, UVMCHUNK_LIB=_need("UVMC_LIB")))
+    else:
+        r = run_body(None, True, *args, script=RESIDENCY, timeout=600, lib_env=env)
+    res = r.result
+    assert res["equal"] and res["before"] == 0, r.describe()  # a fresh table: no page resident yet
+    save, load = records(report)
+    ln = _lines(r.err, "dcp.load")[0]
+    print(ln)
+    print(f"  job's own (pagemap's present pages of the table): {res['before']} -> {res['after']} bytes")
+    made = load["tensor_pages_made_resident_bytes"]
+    assert made == res["after"] - res["before"] == FRESH, (load, res)
+    assert load["host_peak_extra_bytes"] == max(load["host_peak_added_bytes"] - made, 0), load
+    assert load["host_after_extra_bytes"] == load["host_after_added_bytes"] - made, load
+    if side == "stock":
+        assert load["stock"] and load["host_peak_extra_bytes"] >= FRESH, load
+    else:
+        assert load["host_peak_extra_bytes"] < FRESH // 8, load
+    from uvmchunk._report import size_text
+    assert (f"({size_text(made)} of it the managed tables' own pages made resident; "
+            f"+{size_text(load['host_peak_extra_bytes'])} extra at peak)") in ln, ln
+    assert save["tensor_pages_made_resident_bytes"] == 0, save
+    assert "made resident" not in _lines(r.err, "dcp.save")[0], r.err

@@ -154,3 +154,60 @@ def test_failed_load_names_the_tensor_partly_overwritten(cases, client):
     assert landed and 32 * MIB <= landed[0] < SIZE, errors
     for case in ("missing object load", "truncated object load", "bad credentials load", "missing bucket load"):
         assert not any("uvmchunk: dcp.load of" in m for _, m in cases[(client, case)]["errors"]), case
+
+
+
+EXAMPLE = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                       "examples", "s3_checkpoint.py")
+MISSING_BUCKET = "NoSuchBucket: The specified bucket does not exist"
+READ_MISSING = """
+import sys
+from uvmchunk._store_errors import describe
+try:
+    if sys.argv[1] == "s3fs":
+        import s3fs
+        s3fs.S3FileSystem().open("s3://no-such-bucket-40b/x", "rb").read()
+    else:
+        from s3torchconnector._s3client import S3Client
+        S3Client("us-east-1").get_object("no-such-bucket-40b", "x").read()
+except Exception as e:
+    print(describe(e))
+"""
+
+
+def _env(server):
+    from conftest import sim_env
+    return dict(sim_env(False), **CREDENTIALS, AWS_ENDPOINT_URL=server, AWS_REGION="us-east-1")
+
+
+@pytest.mark.parametrize("client", ("s3fs", "s3torchconnector"))
+def test_store_error_is_its_code_and_message(server, client):
+    """A read from a bucket that does not exist, through each client straight, said by
+    python/uvmchunk/_store_errors.py: s3fs's FileNotFoundError (from botocore's ClientError) as the
+    S3 code and message; the connector's read, whose S3Exception already says the service's error
+    without its body ("Service error: The bucket does not exist"), in full as it is."""
+    need([client])
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, "-c", READ_MISSING, client], env=_env(server), capture_output=True,
+                       text=True, timeout=300)
+    print(r.stdout.strip())
+    want = rf"\w+: {MISSING_BUCKET}" if client == "s3fs" else r"S3Exception: Service error: The bucket does not exist"
+    assert re.fullmatch(want, r.stdout.strip()), (r.stdout, r.stderr[-3000:])
+
+
+def test_example_names_the_store_error(server):
+    """examples/s3_checkpoint.py saving through the connector to a bucket that does not exist: its
+    one line ends with the S3 error code and message, in full, not the XML error body cut in the
+    middle (issue 40.3). (s3fs's save creates a missing bucket: DCP's FsspecWriter makedirs.)"""
+    need(["s3torchconnector", "fbgemm_gpu"])
+    import subprocess
+    import sys
+    url = "s3://no-such-bucket-40/ckpt"
+    r = subprocess.run([sys.executable, EXAMPLE, url, "--client", "s3torchconnector", "--mib", "1"], env=_env(server),
+                       capture_output=True, text=True, timeout=300)
+    last = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else ""
+    print(last)
+    assert r.returncode == 1, (r.returncode, r.stderr[-3000:])
+    assert re.fullmatch(rf"uvmchunk: s3_checkpoint\.py: the save to {url} through s3torchconnector failed: "
+                        rf"\w+: {MISSING_BUCKET}", last), r.stderr[-3000:]
