@@ -47,12 +47,14 @@ def _items(path):
 
 def _testzip(path):
     """fqn -> zipfile.testzip of the item's record (None: every member's CRC-32 matches its bytes),
-    each item's archive read from its own slice of its data file."""
-    from torch.distributed.checkpoint import FileSystemReader
-    md = FileSystemReader(path).read_metadata()
+    each item's archive read from its own slice of its data file (a folder or an fsspec URL)."""
+    import fsspec
+    from torch.distributed.checkpoint._fsspec_filesystem import FsspecReader
+    md = FsspecReader(path).read_metadata()
+    fs, root = fsspec.core.url_to_fs(path)
     out = {}
     for index, info in md.storage_data.items():
-        with open(os.path.join(path, info.relative_path), "rb") as f:
+        with fs.open(f"{root}/{info.relative_path}", "rb") as f:
             f.seek(info.offset)
             blob = f.read(info.length)
         with zipfile.ZipFile(io.BytesIO(blob)) as zf:
@@ -103,7 +105,7 @@ def body_rebuild(a):
 
 def body_torn(a):
     """A managed table rewritten by another thread (host-to-device copies in a loop) while a
-    synchronous dcp.save writes it, three times: per save, zipfile.testzip of each data file (None:
+    synchronous dcp.save writes it, three times to a folder and three to memory://: per save, zipfile.testzip of each data file (None:
     every record's CRC-32 matches its bytes) and the report's record (UVMCHUNK_REPORT) fields
     that say the table changed during the save."""
     import json
@@ -129,8 +131,10 @@ def body_torn(a):
                 writes[0] += 1
 
     runs = []
-    for i in range(3):
-        path = os.path.join(a.dir, f"save{i}")
+    # a local folder (a file DCP writes with write(2)) and fsspec's memory:// (a store's stream,
+    # written in pieces by uvmchunk._streams), three saves each
+    for i, path in enumerate([os.path.join(a.dir, f"save{i}") for i in range(3)]
+                             + [f"memory://torn/save{i}" for i in range(3)]):
         stop.clear()
         t = threading.Thread(target=writer)
         t.start()
@@ -142,6 +146,9 @@ def body_torn(a):
             stop.set()
             t.join()
         runs.append(dict(testzip=_testzip(path)))
+    # the control: a table nobody writes during its save is not said to have changed
+    dcp.save({"t": table}, checkpoint_id=os.path.join(a.dir, "still"))
+    runs.append(dict(testzip=_testzip(os.path.join(a.dir, "still"))))
     records = []
     report = os.environ.get("UVMCHUNK_REPORT")
     if report and os.path.exists(report):
