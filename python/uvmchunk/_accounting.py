@@ -27,6 +27,7 @@ FIELDS = (
     "copied_pinned_bytes",   # of which into page-locked memory
     "stock_pinned_bytes",    # what stock DCP would page-lock for the viewed tensors (power of two)
     "spilled_bytes",         # async_save: managed bytes staged in a file-backed mapping
+    "changed_tensors",       # save: viewed tables written otherwise than torch.save's CRC-32 pass read them
 )
 
 

@@ -106,13 +106,28 @@ class _Stored:
         self.storage, self.offset, self.size, self.stride = storage, offset, tuple(size), tuple(stride)
 
 
+def _rebuilt(storage: tuple, offset: int, size: tuple, stride: tuple, requires_grad: bool = False,
+             backward_hooks: Any = None, *rest: Any) -> Any:
+    """A _Stored for what torch._utils._rebuild_tensor_v2 would give from exactly its bytes, or why
+    not (a str): anything else it would apply (a `metadata` argument: the lazy negative or conjugate
+    bit Tensor._reduce_ex_internal records through torch._utils.get_tensor_metadata, which
+    set_tensor_metadata restores and copy_ materialises; backward hooks; an argument a later
+    PyTorch adds) is left to PyTorch's own read."""
+    if rest:
+        return "a record with rebuild metadata (" + ", ".join(sorted(map(str, rest[0]))) + ")" \
+            if len(rest) == 1 and isinstance(rest[0], dict) else "a rebuild with arguments not read here"
+    if not isinstance(requires_grad, bool) or backward_hooks:  # None or the empty OrderedDict torch.save writes
+        return "a rebuild with arguments not read here"
+    return _Stored(storage, offset, size, stride)
+
+
 class _Meta(pickle.Unpickler):
     """Reads a plain tensor's data.pkl without building anything: any other global (a subclass,
     a parameter, a quantized or sparse rebuild) is refused, and the item takes PyTorch's path."""
 
     def find_class(self, module: str, name: str) -> Any:
         if (module, name) == ("torch._utils", "_rebuild_tensor_v2"):
-            return lambda storage, offset, size, stride, *rest: _Stored(storage, offset, size, stride)
+            return _rebuilt
         if (module, name) == ("collections", "OrderedDict"):
             return collections.OrderedDict
         if module == "torch" and name.endswith("Storage"):
@@ -154,6 +169,8 @@ def _record(src: Source, offset: int, length: int) -> tuple[Optional[tuple], str
             names = zf.namelist()
             prefix = names[0].split("/", 1)[0] if names else ""
             stored = _Meta(io.BytesIO(member(f"{prefix}/data.pkl"))).load()
+            if isinstance(stored, str):
+                return None, stored
             if not isinstance(stored, _Stored):
                 return None, "not a plain tensor"
             order = member(f"{prefix}/byteorder").decode() if f"{prefix}/byteorder" in names else None

@@ -221,6 +221,10 @@ def line(rec: dict[str, Any]) -> str:
         parts.append(f"{size_text(rec['spilled_bytes'])} staged in a file-backed mapping{budget}")
     if rec.get("bounce_bytes"):
         parts.append(f"bounce buffer {size_text(rec['bounce_bytes'])}")
+    if rec.get("changed_tensors"):  # uvmchunk._records: their records' CRC-32 set to the bytes written
+        changed = rec["changed_tensors"]
+        parts.append(f"{changed} table{'s' if changed != 1 else ''} changed during the save (written as "
+                     f"{'it was' if changed == 1 else 'they were'}, with the CRC-32 of the bytes written)")
     # the CUDA tensors' bytes only: a state dict's CPU tensors and other values are DCP's alone
     text = (f"{head} {size_text(rec['bytes'])} of CUDA tensors in {secs:.2f} s{rate}: {', '.join(parts)}; "
             f"{_host(rec)}")

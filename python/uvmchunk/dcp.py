@@ -36,7 +36,7 @@ from typing import Any, Optional
 import torch
 from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner, DefaultSavePlanner
 
-from . import _reads, _report
+from . import _reads, _records, _report
 from ._cuda import rt
 from ._views import Viewer, views_taken
 
@@ -59,6 +59,7 @@ class ZeroCopySaveMixin:
             super().set_up_planner(state_dict, is_coordinator)
         self.zero_copy = Viewer(self.zero_copy_any_managed)
         self.zero_copy.prepare(getattr(self, "state_dict", state_dict))  # on the caller's thread
+        _records.install()  # a table changed during the save: its record's CRC-32 still true
 
     def resolve_data(self, write_item):
         obj = super().resolve_data(write_item)
