@@ -1,0 +1,48 @@
+"""Each checkpoint call is its own, and ends as stock's ends (calls_body.py, each body run stock:
+no preload and TORCH_DEVICE_BACKEND_AUTOLOAD=0; with the package but without the library; and under
+the library): a state dict that contains itself raises what stock raises at once, with bounded
+memory; an ordinary dcp.save on one thread while another thread's async_save stages gets its own
+views, its own report line and holds nothing; the deprecated dcp.save_state_dict /
+dcp.load_state_dict get views and report lines as dcp.save / dcp.load do, with stock's bytes and
+values."""
+import json
+import os
+import re
+
+import pytest
+from conftest import run_body
+
+BODY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "calls_body.py")
+AUTO = {"UVMCHUNK_DCP_VIEWS": "on"}
+STOCK = {"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}
+MIB = 1 << 20
+
+
+def calls(body, how, tmp_path, name, *args, lib_env=None):
+    """how: "stock", "no library" (the package's hook, no preload) or "library"."""
+    d = tmp_path / name
+    d.mkdir()
+    return run_body(body, how == "library", "--dir", str(d), *args, script=BODY, timeout=300,
+                    lib_env=dict(AUTO, **(lib_env or {})), extra_env=STOCK if how == "stock" else None)
+
+
+@pytest.mark.parametrize("mode", ["save", "async_save", "load"])
+def test_a_state_dict_that_contains_itself_fails_as_stock(tmp_path, mode):
+    """{"w": managed table, "self": the dict}: stock raises at once (2.11: CheckpointException
+    carrying RecursionError; 2.8's async_save: RecursionError); so must the library and the package
+    without it, within seconds and a bounded growth (before: both looped, growing ~25 MiB/s, until
+    the body's watchdog ended them). async_save with a spill budget of 0 takes the spill's walk."""
+    stock = calls("cycle", "stock", tmp_path, "stock", "--mode", mode).result
+    assert not stock["hung"] and stock["raised"], stock
+    hows = ("no library", "library") if mode == "save" else ("library",)
+    for how in hows:
+        r = calls("cycle", how, tmp_path, how.replace(" ", "_"), "--mode", mode,
+                  lib_env={"UVMCHUNK_ASYNC_MEMORY_BUDGET": "0"})
+        res = r.result
+        print(f"{mode}: stock raised {stock['raised']} {stock['inner']} in {stock['seconds']:.2f} s; {how}: "
+              f"{'hung' if res['hung'] else 'raised ' + str(res['raised'])} {res.get('inner')} in "
+              f"{res['seconds']:.2f} s, +{res['grown'] / MIB:.0f} MiB")
+        assert not res["hung"], r.describe()
+        assert (res["raised"], res["inner"]) == (stock["raised"], stock["inner"]), r.describe()
+        assert res["grown"] <= stock["grown"] + 32 * MIB, r.describe()
+        assert "cannot reserve" not in r.err, r.describe()  # the spill staged nothing for it
