@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import threading
 import time
 from typing import Any, Optional
 
@@ -133,7 +132,6 @@ class Report:
     def finish(self, failed: Optional[str] = None) -> Optional[dict[str, Any]]:
         """Stops the measurement, says the line, appends the JSON record; never raises. `failed`:
         the type name of the exception the call raised."""
-        _pending_async.discard(id(self.call))
         try:
             self.t1 = time.monotonic()
             self.failed = failed
@@ -246,9 +244,6 @@ def append(path: str, rec: dict[str, Any]) -> None:
         os.close(fd)
 
 
-_pending_async: set[int] = set()  # async_save calls whose upload has not completed
-
-
 def start(call: _accounting.Call, args: tuple, kwargs: dict,
           at_entry: Optional[tuple[Reading, float]] = None) -> Optional[Report]:
     """Starts measuring `call` (opened by _accounting.begin just before) of a wrapped entry point
@@ -257,11 +252,7 @@ def start(call: _accounting.Call, args: tuple, kwargs: dict,
     every CUDA tensor of its state dict (torch/distributed/checkpoint/state_dict_saver.py): those
     bytes are its copies."""
     try:
-        if (call.kind == "dcp.save" and _pending_async
-                and threading.current_thread().name.startswith("ThreadPoolExecutor")):
-            return None  # PyTorch 2.8's async_save runs save on a ThreadPoolExecutor: part of its report
         if call.kind == "dcp.async_save":
-            _pending_async.add(id(call))
             state = kwargs.get("state_dict", args[0] if args else None)
             _accounting.add("copied_bytes", _cuda_bytes(state))
             _accounting.note("copies_counted", True)

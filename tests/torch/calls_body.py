@@ -86,28 +86,27 @@ def body_cycle(a):
 
 
 def body_threads(a):
-    """Thread A: dcp.async_save of table A given only a checkpoint_id, its staging slowed down
-    (PyTorch's _copy_state_dict sleeps 1.5 s first, so it is still staging); while it stages,
-    thread B: an ordinary dcp.save of table B (64 MiB, managed). What B's save got: views, the
-    page-locked bytes held after it and after both, and the reloaded values of both checkpoints."""
+    """Thread A: dcp.async_save of table A given only a checkpoint_id, slowed down 1.5 s at its
+    start on thread A (PyTorch's _stateful_to_state_dict, which async_save calls before staging on
+    2.8 and 2.11, sleeps first), so it is still staging; meanwhile thread B: an ordinary dcp.save of
+    table B (64 MiB, managed). What B's save got: views, the page-locked bytes held after it and
+    after both, and the reloaded values of both checkpoints."""
     dcp = _dcp()
     drv = sim_driver()
-    from torch.distributed.checkpoint import staging, state_dict_saver
+    from torch.distributed.checkpoint import state_dict_saver
 
     table_a = cuda_from(pattern(16 * MIB, 2), managed=True)
     table_b = cuda_from(pattern(64 * MIB, 3), managed=True)
     staging_started = threading.Event()
-    for module in (staging, state_dict_saver):  # whichever copies the staged dict on this version
-        orig = getattr(module, "_copy_state_dict", None)
-        if orig is None:
-            continue
+    orig = state_dict_saver._stateful_to_state_dict
 
-        def slow(*args, _orig=orig, **kwargs):
+    def slow(*args, **kwargs):
+        if threading.current_thread().name == "A":
             staging_started.set()
             time.sleep(1.5)
-            return _orig(*args, **kwargs)
+        return orig(*args, **kwargs)
 
-        setattr(module, "_copy_state_dict", slow)
+    state_dict_saver._stateful_to_state_dict = slow
     out = {}
 
     def thread_a():
@@ -123,8 +122,8 @@ def body_threads(a):
         out["b_staging_still"] = not done_a.is_set()
 
     done_a = threading.Event()
-    ta = threading.Thread(target=lambda: (thread_a(), done_a.set()))
-    tb = threading.Thread(target=thread_b)
+    ta = threading.Thread(target=lambda: (thread_a(), done_a.set()), name="A")
+    tb = threading.Thread(target=thread_b, name="B")
     ta.start()
     tb.start()
     ta.join(60)

@@ -46,3 +46,29 @@ def test_a_state_dict_that_contains_itself_fails_as_stock(tmp_path, mode):
         assert (res["raised"], res["inner"]) == (stock["raised"], stock["inner"]), r.describe()
         assert res["grown"] <= stock["grown"] + 32 * MIB, r.describe()
         assert "cannot reserve" not in r.err, r.describe()  # the spill staged nothing for it
+
+
+def test_threads_are_separate_calls(tmp_path):
+    """Thread A's dcp.async_save (checkpoint_id only) is still staging while thread B's ordinary
+    dcp.save of a 64 MiB managed table runs. B's save is its own call: its view, its own line and
+    record, nothing page-locked after it; A's record reports no block of B's. Before: B's save was
+    taken for A's inner save (no view, 64 MiB page-locked held, no line; A's line said "64 MiB of
+    page-locked blocks"), and A's real inner save got a line of its own."""
+    stock = calls("threads", "stock", tmp_path, "stock").result
+    report = tmp_path / "report.jsonl"
+    r = calls("threads", "library", tmp_path, "lib", lib_env={"UVMCHUNK_REPORT": str(report)})
+    res = r.result
+    with open(report) as f:
+        recs = [json.loads(line) for line in f]
+    saves = [x for x in recs if x["call"] == "dcp.save"]
+    asyncs = [x for x in recs if x["call"] == "dcp.async_save"]
+    print(f"stock: B's save left {stock['b_pinned_after'] / MIB:.0f} MiB page-locked; library: B's save "
+          f"{res['b_views']} view, {res['b_pinned_after'] / MIB:.0f} MiB page-locked after, records "
+          f"{[(x['call'], os.path.basename(x.get('store', ''))) for x in recs]}")
+    assert res["staging_seen"] and res["b_staging_still"], r.describe()  # the two calls overlapped
+    assert all(res["equal"].values()) and all(stock["equal"].values()), r.describe()
+    assert res["b_views"] == 1 and res["b_pinned_after"] == 0 and res["pinned_after_both"] == 0, r.describe()
+    assert len(saves) == 1 and saves[0]["store"].endswith("/b") and saves[0]["view_tensors"] == 1, recs
+    assert len(re.findall(r"^uvmchunk: rank 0 dcp\.save .*/b$", r.err, re.M)) == 1, r.describe()
+    assert len(asyncs) == 1 and asyncs[0]["store"].endswith("/a"), recs
+    assert not asyncs[0].get("copied_pinned_bytes"), asyncs[0]  # B's save page-locked nothing
