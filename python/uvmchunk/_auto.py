@@ -5,6 +5,7 @@ take the views of uvmchunk._views, and the host cache is released after each che
 from __future__ import annotations
 
 import functools
+import inspect
 import threading
 from typing import Any, Callable, Optional
 
@@ -164,8 +165,17 @@ def install_auto_views(views: bool = True, stock: bool = False) -> None:
         if orig is None:
             return
 
+        # the deprecated save_state_dict / load_state_dict take the storage positionally (PyTorch's
+        # own tests pass it so): their arguments are read by name, as save / load take them
+        signature = inspect.signature(orig) if name.endswith("_state_dict") else None
+
         def entry(*args: Any, **kwargs: Any) -> Any:
             at_entry = _report.entry()  # first: the report measures from the call's entry
+            if signature is not None:
+                try:
+                    args, kwargs = (), dict(signature.bind_partial(*args, **kwargs).arguments)
+                except TypeError:
+                    pass  # arguments PyTorch's own function refuses: it raises as stock
             _note_planner(kwargs.get("planner"), base)
             # the caller's device, asked on the caller's thread (a new thread's current device is 0)
             device = _caller_device(args, kwargs)
@@ -224,6 +234,10 @@ def install_auto_views(views: bool = True, stock: bool = False) -> None:
     wrap_entry(state_dict_saver, "save", DefaultSavePlanner, "storage_writer", after_save)
     wrap_entry(state_dict_saver, "async_save", DefaultSavePlanner, "storage_writer", after_async_save)
     wrap_entry(state_dict_loader, "load", DefaultLoadPlanner, "storage_reader", after_save)
+    # the deprecated aliases (PyTorch's own tests still call them) go to DCP's _save_state_dict /
+    # _load_state_dict without dcp.save / dcp.load: covered as those are
+    wrap_entry(state_dict_saver, "save_state_dict", DefaultSavePlanner, "storage_writer", after_save)
+    wrap_entry(state_dict_loader, "load_state_dict", DefaultLoadPlanner, "storage_reader", after_save)
     _mark_inner_saves(_patched)
     if not stock:
         _streams.install()  # a store's streams (fsspec, s3torchconnector) written in pieces, not whole records

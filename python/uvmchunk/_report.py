@@ -160,7 +160,7 @@ def _where(rec: dict[str, Any]) -> str:
     if "store" not in rec:
         return ""
     client = f" ({rec['store_client']})" if "store_client" in rec else ""
-    return f"; {'from' if rec['call'] == 'dcp.load' else 'to'} {rec['store']}{client}"
+    return f"; {'from' if rec['call'].startswith('dcp.load') else 'to'} {rec['store']}{client}"
 
 
 def line(rec: dict[str, Any]) -> str:
@@ -176,7 +176,7 @@ def line(rec: dict[str, Any]) -> str:
             "no managed tensors in this checkpoint; the library did nothing"
         return f"{head} in {secs:.2f} s: {what}; {_host(rec)}{_where(rec)}"
     rate = f" ({size_text(rec['bytes'] / secs)}/s)" if secs > 0 and rec["bytes"] else ""
-    load = rec["call"] == "dcp.load"
+    load = rec["call"].startswith("dcp.load")  # dcp.load and the deprecated dcp.load_state_dict
     parts = []
     owner = "table's" if n == 1 else "tables'"
     direct = rec.get("direct_read_bytes")
@@ -227,8 +227,8 @@ def _hand_totals_to_library() -> None:
 
 def _write_totals() -> None:
     t = _accounting.totals()
-    saved = [sum(t.get(k, {}).get(f, 0) for k in ("dcp.save", "dcp.async_save")) for f in ("view_tensors", "view_bytes")]
-    loaded = [t.get("dcp.load", {}).get(f, 0) for f in ("view_tensors", "view_bytes")]
+    saved = [sum(t.get(k, {}).get(f, 0) for k in ("dcp.save", "dcp.async_save", "dcp.save_state_dict")) for f in ("view_tensors", "view_bytes")]
+    loaded = [sum(t.get(k, {}).get(f, 0) for k in ("dcp.load", "dcp.load_state_dict")) for f in ("view_tensors", "view_bytes")]
     os.environ[_VIEWS_ENV] = " ".join(str(n) for n in [os.getpid()] + saved + loaded)  # a child's is not ours
 
 
@@ -276,7 +276,7 @@ def store_of(kind: str, kwargs: dict) -> dict[str, str]:
     Connector's S3StorageWriter / S3StorageReader, the fsspec implementation's package for a URL
     (fsspec.registry.known_implementations: "s3fs" for s3://, "fsspec" for file://), else the
     storage's class name. Empty when neither is known."""
-    storage = kwargs.get("storage_reader" if kind == "dcp.load" else "storage_writer")
+    storage = kwargs.get("storage_reader" if kind.startswith("dcp.load") else "storage_writer")
     where = kwargs.get("checkpoint_id")
     if where is None:
         where = getattr(storage, "path", None)

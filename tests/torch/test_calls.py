@@ -72,3 +72,19 @@ def test_threads_are_separate_calls(tmp_path):
     assert len(re.findall(r"^uvmchunk: rank 0 dcp\.save .*/b$", r.err, re.M)) == 1, r.describe()
     assert len(asyncs) == 1 and asyncs[0]["store"].endswith("/a"), recs
     assert not asyncs[0].get("copied_pinned_bytes"), asyncs[0]  # B's save page-locked nothing
+
+
+def test_the_deprecated_save_state_dict_and_load_state_dict(tmp_path):
+    """dcp.save_state_dict / dcp.load_state_dict, storage passed positionally: under the library
+    each gets its views (two tables each way) and its report line, with stock's file bytes and
+    values. Before: no view, no line (they reach DCP without dcp.save / dcp.load)."""
+    stock = calls("deprecated", "stock", tmp_path, "stock").result
+    r = calls("deprecated", "library", tmp_path, "lib")
+    res = r.result
+    lines = re.findall(r"^uvmchunk: rank 0 dcp\.(?:save|load)_state_dict .*$", r.err, re.M)
+    print(f"stock views {stock['save_views']}/{stock['load_views']}; library {res['save_views']}/"
+          f"{res['load_views']}; lines {lines}")
+    assert all(res["equal"].values()) and all(stock["equal"].values()), r.describe()
+    assert res["files"] == stock["files"] and res["files"], r.describe()
+    assert res["save_views"] == 2 and res["load_views"] == 2, r.describe()
+    assert len(lines) == 2 and "2 managed tables' pages" in lines[0] and " from " in lines[1], r.describe()
