@@ -5,8 +5,9 @@ take the views of uvmchunk._views, and the host cache is released after each che
 from __future__ import annotations
 
 import functools
+import inspect
 import threading
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import torch
 from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner, DefaultSavePlanner
@@ -51,56 +52,51 @@ def _patched(orig: Any, wrapper: Any) -> Any:
 _scope = threading.local()  # .auto: this thread is inside a wrapped dcp.save / dcp.load that may take views
 
 
-class _AsyncCall:
-    """A wrapped dcp.async_save whose inner dcp.save has not started yet. PyTorch runs that save on
-    a thread of its own (2.8: a plain concurrent.futures.ThreadPoolExecutor; 2.9+: its async
-    executors), maybe after async_save returned, so neither a thread-local nor the caller's frames
-    name it: the marker is process-wide, set by the wrapper itself."""
-
-    def __init__(self, writer: Any) -> None:
-        self.thread = threading.get_ident()
-        self.writer = writer  # the storage writer the caller passed (None: made from checkpoint_id)
+_scope = threading.local()  # .auto: this thread is inside a wrapped dcp.save / dcp.load that may take views
+# .async_save: the token of the wrapped dcp.async_save this thread is inside (None outside one);
+# .inner: the token of the async_save whose inner dcp.save this thread runs now (None otherwise)
 
 
-_async_lock = threading.Lock()
-_async_pending: list[_AsyncCall] = []
+def _run_as_inner(token: object, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """fn on the executor's thread, marked as the inner save of the async_save `token` names."""
+    _scope.inner = token
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        _scope.inner = None
 
 
-def _async_begin(writer: Any) -> _AsyncCall:
-    call = _AsyncCall(writer)
-    with _async_lock:
-        _async_pending.append(call)
-    return call
+def _mark_inner_saves(patched: Callable[[Any, Any], Any]) -> None:
+    """PyTorch's dcp.async_save stages on the caller's thread, then hands its inner dcp.save to
+    _ThreadBasedAsyncCheckpointExecutor.execute_save, which submits it to a ThreadPoolExecutor of
+    that executor's own (torch/distributed/checkpoint/_async_thread_executor.py: 2.8 submits `save`,
+    2.9+ `save_wrapper`, which waits for the staging and calls `save`; a new executor per
+    async_save). Wrapped here: called on the caller's thread inside a wrapped async_save, it makes
+    that pool run what it is given under the async_save's token, so the inner save, and no other
+    thread's dcp.save, is recognised by the thread that runs it. The process-based executor saves in
+    another process: its save is that process's own."""
+    try:
+        from torch.distributed.checkpoint._async_thread_executor import _ThreadBasedAsyncCheckpointExecutor as cls
+    except ImportError:  # a PyTorch without it: its inner saves are reported as calls of their own
+        say_once("inner-save", "info", "dcp.async_save: PyTorch's thread executor not found; its inner "
+                  "dcp.save is reported as a call of its own")
+        return
+    orig = cls.execute_save
+    if getattr(orig, "_uvmchunk", False):
+        return
 
+    def execute_save(self: Any, *args: Any, **kwargs: Any) -> Any:
+        token, pool = getattr(_scope, "async_save", None), getattr(self, "_executor", None)
+        if token is None or not callable(getattr(pool, "submit", None)):
+            return orig(self, *args, **kwargs)
+        submit = pool.submit
+        pool.submit = lambda fn, /, *a, **k: submit(_run_as_inner, token, fn, *a, **k)
+        try:
+            return orig(self, *args, **kwargs)
+        finally:
+            del pool.submit  # the class's own again
 
-def _async_end(call: _AsyncCall) -> None:
-    """The async save is over (it raised, or its upload completed) or its inner save started."""
-    with _async_lock:
-        if call in _async_pending:
-            _async_pending.remove(call)
-
-
-def _async_inner(writer: Any) -> Optional[_AsyncCall]:
-    """The pending async_save this dcp.save is the inner save of: one started on another thread
-    with this storage writer (any writer, when the caller passed none), taken off the list."""
-    me = threading.get_ident()
-    with _async_lock:
-        for call in _async_pending:
-            if call.thread != me and (call.writer is None or call.writer is writer):
-                _async_pending.remove(call)
-                return call
-    return None
-
-
-def _async_watch(result: Any, call: _AsyncCall) -> None:
-    """Takes `call` off the list when the async save's upload completes (AsyncSaveResponse's
-    upload_completion on 2.9+, else the Future async_save returned), in case no inner dcp.save of
-    this process claimed it (the process-based executor saves in another process)."""
-    upload = getattr(result, "upload_completion", result)
-    if hasattr(upload, "add_done_callback"):
-        upload.add_done_callback(lambda _f: _async_end(call))
-    else:
-        _async_end(call)
+    cls.execute_save = patched(orig, execute_save)
 
 
 def _caller_device(args: tuple, kwargs: dict) -> Optional[int]:
@@ -169,15 +165,28 @@ def install_auto_views(views: bool = True, stock: bool = False) -> None:
         if orig is None:
             return
 
+        # the deprecated save_state_dict / load_state_dict take the storage positionally (PyTorch's
+        # own tests pass it so): their arguments are read by name, as save / load take them
+        signature = inspect.signature(orig) if name.endswith("_state_dict") else None
+
         def entry(*args: Any, **kwargs: Any) -> Any:
             at_entry = _report.entry()  # first: the report measures from the call's entry
+            if signature is not None:
+                try:
+                    args, kwargs = (), dict(signature.bind_partial(*args, **kwargs).arguments)
+                except TypeError:
+                    pass  # arguments PyTorch's own function refuses: it raises as stock
             _note_planner(kwargs.get("planner"), base)
             # the caller's device, asked on the caller's thread (a new thread's current device is 0)
             device = _caller_device(args, kwargs)
             allocations = host_allocations()  # what the host cache page-locked before this call
-            # the save an async_save runs on its own thread: no views, and the release is the async_save's
-            by_executor = name == "save" and bool(_async_pending) and _async_inner(kwargs.get(storage_key)) is not None
-            pending = _async_begin(kwargs.get(storage_key)) if name == "async_save" else None
+            # the save an async_save runs on its executor's thread (_mark_inner_saves): no views, no
+            # line of its own (the async_save's), and the release is the async_save's
+            by_executor = name == "save" and getattr(_scope, "inner", None) is not None
+            _scope.inner = None  # a save this one makes in turn is a call of its own
+            outer_async = getattr(_scope, "async_save", None)
+            if name == "async_save":
+                _scope.async_save = object()  # this call's token, read by execute_save on this thread
             outer = getattr(_scope, "auto", False)
             _scope.auto = (views and name != "async_save" and not by_executor  # staged copies: no views
                            and _views_allowed(kwargs.get(storage_key)))
@@ -189,16 +198,13 @@ def install_auto_views(views: bool = True, stock: bool = False) -> None:
                 # async_save: managed tensors above the budget staged in a spill file (uvmchunk._spill)
                 result = (_spill.call(orig, args, kwargs) if name == "async_save" and views
                           else orig(*args, **kwargs))
-                if pending is not None:
-                    _async_watch(result, pending)
                 return result
             except BaseException as e:
                 error = e
-                if pending is not None:
-                    _async_end(pending)
                 raise
             finally:
                 _scope.auto = outer
+                _scope.async_save = outer_async
                 if call is not None:
                     _accounting.end(call)
                 if not by_executor and not stock:  # stock keeps what the host cache holds
@@ -228,6 +234,11 @@ def install_auto_views(views: bool = True, stock: bool = False) -> None:
     wrap_entry(state_dict_saver, "save", DefaultSavePlanner, "storage_writer", after_save)
     wrap_entry(state_dict_saver, "async_save", DefaultSavePlanner, "storage_writer", after_async_save)
     wrap_entry(state_dict_loader, "load", DefaultLoadPlanner, "storage_reader", after_save)
+    # the deprecated aliases (PyTorch's own tests still call them) go to DCP's _save_state_dict /
+    # _load_state_dict without dcp.save / dcp.load: covered as those are
+    wrap_entry(state_dict_saver, "save_state_dict", DefaultSavePlanner, "storage_writer", after_save)
+    wrap_entry(state_dict_loader, "load_state_dict", DefaultLoadPlanner, "storage_reader", after_save)
+    _mark_inner_saves(_patched)
     if not stock:
         _streams.install()  # a store's streams (fsspec, s3torchconnector) written in pieces, not whole records
     if views:

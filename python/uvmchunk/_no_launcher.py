@@ -30,7 +30,7 @@ from typing import Any, Optional
 
 from ._config import LIB, configuration, log
 
-_ENTRIES = ("save", "async_save", "load")
+_ENTRIES = ("save", "async_save", "load", "save_state_dict", "load_state_dict")  # and the deprecated aliases
 _armed = True  # no call with CUDA tensors has been looked at yet in this process
 _looking = threading.Lock()
 

@@ -29,7 +29,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import threading
 import time
 from typing import Any, Optional
 
@@ -149,7 +148,6 @@ class Report:
     def finish(self, failed: Optional[str] = None) -> Optional[dict[str, Any]]:
         """Stops the measurement, says the line, appends the JSON record; never raises. `failed`:
         the type name of the exception the call raised."""
-        _pending_async.discard(id(self.call))
         try:
             self.t1 = time.monotonic()
             self.failed = failed
@@ -185,7 +183,7 @@ def _where(rec: dict[str, Any]) -> str:
     if "store" not in rec:
         return ""
     client = f" ({rec['store_client']})" if "store_client" in rec else ""
-    return f"; {'from' if rec['call'] == 'dcp.load' else 'to'} {rec['store']}{client}"
+    return f"; {'from' if rec['call'].startswith('dcp.load') else 'to'} {rec['store']}{client}"
 
 
 def line(rec: dict[str, Any]) -> str:
@@ -201,7 +199,7 @@ def line(rec: dict[str, Any]) -> str:
             "no managed tensors in this checkpoint; the library did nothing"
         return f"{head} in {secs:.2f} s: {what}; {_host(rec)}{_where(rec)}"
     rate = f" ({size_text(rec['bytes'] / secs)}/s)" if secs > 0 and rec["bytes"] else ""
-    load = rec["call"] == "dcp.load"
+    load = rec["call"].startswith("dcp.load")  # dcp.load and the deprecated dcp.load_state_dict
     parts = []
     owner = "table's" if n == 1 else "tables'"
     direct = rec.get("direct_read_bytes")
@@ -256,8 +254,8 @@ def _hand_totals_to_library() -> None:
 
 def _write_totals() -> None:
     t = _accounting.totals()
-    saved = [sum(t.get(k, {}).get(f, 0) for k in ("dcp.save", "dcp.async_save")) for f in ("view_tensors", "view_bytes")]
-    loaded = [t.get("dcp.load", {}).get(f, 0) for f in ("view_tensors", "view_bytes")]
+    saved = [sum(t.get(k, {}).get(f, 0) for k in ("dcp.save", "dcp.async_save", "dcp.save_state_dict")) for f in ("view_tensors", "view_bytes")]
+    loaded = [sum(t.get(k, {}).get(f, 0) for k in ("dcp.load", "dcp.load_state_dict")) for f in ("view_tensors", "view_bytes")]
     os.environ[_VIEWS_ENV] = " ".join(str(n) for n in [os.getpid()] + saved + loaded)  # a child's is not ours
 
 
@@ -273,9 +271,6 @@ def append(path: str, rec: dict[str, Any]) -> None:
         os.close(fd)
 
 
-_pending_async: set[int] = set()  # async_save calls whose upload has not completed
-
-
 def start(call: _accounting.Call, args: tuple, kwargs: dict,
           at_entry: Optional[tuple[Reading, float]] = None) -> Optional[Report]:
     """Starts measuring `call` (opened by _accounting.begin just before) of a wrapped entry point
@@ -284,11 +279,7 @@ def start(call: _accounting.Call, args: tuple, kwargs: dict,
     every CUDA tensor of its state dict (torch/distributed/checkpoint/state_dict_saver.py): those
     bytes are its copies."""
     try:
-        if (call.kind == "dcp.save" and _pending_async
-                and threading.current_thread().name.startswith("ThreadPoolExecutor")):
-            return None  # PyTorch 2.8's async_save runs save on a ThreadPoolExecutor: part of its report
         if call.kind == "dcp.async_save":
-            _pending_async.add(id(call))
             state = kwargs.get("state_dict", args[0] if args else None)
             _accounting.add("copied_bytes", _cuda_bytes(state))
             _accounting.note("copies_counted", True)
@@ -313,7 +304,7 @@ def store_of(kind: str, kwargs: dict) -> dict[str, str]:
     Connector's S3StorageWriter / S3StorageReader, the fsspec implementation's package for a URL
     (fsspec.registry.known_implementations: "s3fs" for s3://, "fsspec" for file://), else the
     storage's class name. Empty when neither is known."""
-    storage = kwargs.get("storage_reader" if kind == "dcp.load" else "storage_writer")
+    storage = kwargs.get("storage_reader" if kind.startswith("dcp.load") else "storage_writer")
     where = kwargs.get("checkpoint_id")
     if where is None:
         where = getattr(storage, "path", None)

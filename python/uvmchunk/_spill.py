@@ -41,6 +41,7 @@ import torch
 from . import _accounting, _limits
 from ._config import configuration, log, say_once, size_bytes
 from ._report import size_text
+from ._views import contains_itself
 
 MIB = 1 << 20
 # statfs(2) f_type of file systems whose pages are memory: a spill there saves nothing
@@ -488,7 +489,7 @@ def _create_cpu_state_dict(orig: Callable) -> Callable:
     containers walked as its _iterate_state_dict walks them (torch/distributed/_state_dict_utils.py)."""
     def create(state_dict: Any, pin_memory: bool = False, share_memory: bool = False) -> Any:
         spill = active()
-        if spill is None or share_memory:
+        if spill is None or share_memory or contains_itself(state_dict):  # a cycle: PyTorch's raises
             return orig(state_dict, pin_memory=pin_memory, share_memory=share_memory)
 
         def walk(obj: Any) -> Any:

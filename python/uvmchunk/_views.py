@@ -37,11 +37,19 @@ def local_tensors(obj: Any) -> list[torch.Tensor]:
     DTensor's local tensor, the local shards of a ShardedTensor or of TorchRec's LocalShardsWrapper
     (a DTensor's local tensor with output_dtensor=True), the values of nested dicts, lists and
     tuples. Other values, Statefuls included, hold none here: a Stateful's state_dict() may do work
-    (TorchRec's flushes its cache), and DCP calls it itself."""
+    (TorchRec's flushes its cache), and DCP calls it itself. Each container is walked once: a state
+    dict that contains itself ends here and is left to PyTorch, which raises on it as stock does
+    (RecursionError from flatten_state_dict's recursive traversal, torch/distributed/checkpoint/
+    _traverse.py traverse_state_dict, inside a CheckpointException)."""
     out: list[torch.Tensor] = []
     stack = [obj]
+    walked: set[int] = set()  # ids of the containers walked (the stack keeps each one alive)
     while stack:
         o = stack.pop()
+        if isinstance(o, (dict, list, tuple)):
+            if id(o) in walked:
+                continue
+            walked.add(id(o))
         if isinstance(o, dict):
             stack.extend(o.values())
         elif isinstance(o, (list, tuple)):
@@ -56,6 +64,30 @@ def local_tensors(obj: Any) -> list[torch.Tensor]:
         elif isinstance(o, torch.Tensor):
             out.append(o)
     return out
+
+
+def contains_itself(obj: Any) -> bool:
+    """Whether a dict, list or tuple of `obj` holds itself at some depth (a container reached twice
+    through different keys is no cycle). PyTorch's own walkers of a state dict recurse
+    (torch/distributed/_state_dict_utils.py _iterate_state_dict) and raise RecursionError on one that
+    does; a walker of ours that builds while it recurses must leave such a dict to them."""
+    on_path: set[int] = set()
+    finished: set[int] = set()
+    stack: list[tuple[Any, bool]] = [(obj, False)]
+    while stack:
+        o, leaving = stack.pop()
+        if leaving:
+            on_path.discard(id(o))
+            finished.add(id(o))
+            continue
+        if not isinstance(o, (dict, list, tuple)) or id(o) in finished:
+            continue
+        if id(o) in on_path:
+            return True
+        on_path.add(id(o))
+        stack.append((o, True))
+        stack.extend((v, False) for v in (o.values() if isinstance(o, dict) else o))
+    return False
 
 
 class Viewer:
