@@ -30,7 +30,7 @@ MIB = 1 << 20
 HERE = os.path.dirname(os.path.abspath(__file__))
 BODY = os.path.join(HERE, "spill_body.py")
 BUDGET = 16 * MIB
-BLOCK = 64 * MIB  # uvmchunk._spill.BLOCK
+BLOCK = 64 * MIB  # uvmchunk._spill_file.BLOCK
 LIB = {"UVMCHUNK_DCP_VIEWS": "on", "UVMCHUNK_ASYNC_MEMORY_BUDGET": "16MiB", "UVMCHUNK_LOG_LEVEL": "info"}
 
 
