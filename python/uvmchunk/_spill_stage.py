@@ -200,21 +200,43 @@ def _copy_state_dict(orig: Callable) -> Callable:
     return copy
 
 
+class _SpillingExecutor:
+    """A DefaultStager's staging executor, for one stage() call: what it is given runs with the
+    caller's Spill active on the executor's thread (a threading.local does not follow a task to
+    another thread), and everything else is the executor's own."""
+
+    def __init__(self, executor: Any, spill: Spill) -> None:
+        self._executor, self._spill = executor, spill
+
+    def submit(self, fn: Callable, *args: Any, **kwargs: Any) -> Any:
+        spill = self._spill
+
+        def run() -> Any:
+            with staging_for(spill):
+                return fn(*args, **kwargs)
+        return self._executor.submit(run)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._executor, name)
+
+
 def _default_stager_stage(orig: Callable) -> Callable:
-    """DefaultStager.stage: the caller's Spill travels to _stage, which may run on the stager's thread."""
+    """DefaultStager.stage: the caller's Spill reaches _stage, also where it runs on the stager's
+    thread (torch/distributed/checkpoint/staging.py: stage() submits self._stage to its
+    _staging_executor). It travels through that executor, never as an argument: a subclass's
+    _stage(self, state_dict) takes no keyword of ours. Where it runs on the caller's thread the
+    Spill is active already."""
     def stage(self: Any, state_dict: Any, **kwargs: Any) -> Any:
         spill = active()
-        if spill is not None:
-            kwargs["_uvmchunk_spill"] = spill
-        return orig(self, state_dict, **kwargs)
-    return stage
-
-
-def _default_stager_private_stage(orig: Callable) -> Callable:
-    def _stage(self: Any, state_dict: Any, _uvmchunk_spill: Optional[Spill] = None, **kwargs: Any) -> Any:
-        with staging_for(_uvmchunk_spill if _uvmchunk_spill is not None else active()):
+        executor = self.__dict__.get("_staging_executor")
+        if spill is None or executor is None:
             return orig(self, state_dict, **kwargs)
-    return _stage
+        self._staging_executor = _SpillingExecutor(executor, spill)
+        try:
+            return orig(self, state_dict, **kwargs)
+        finally:
+            self._staging_executor = executor
+    return stage
 
 
 def install(patched: Callable[[Any, Any], Any]) -> None:
@@ -236,7 +258,6 @@ def install(patched: Callable[[Any, Any], Any]) -> None:
     default = getattr(staging, "DefaultStager", None)
     if default is not None and hasattr(default, "_stage"):
         put(default, "stage", _default_stager_stage)
-        put(default, "_stage", _default_stager_private_stage)
     for module in (staging, state_dict_saver):
         put(module, "_create_cpu_state_dict", _create_cpu_state_dict)
         put(module, "_copy_state_dict", _copy_state_dict)

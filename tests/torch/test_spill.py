@@ -319,3 +319,25 @@ def test_sharded_tensor_and_dtensor_spill(folders, mode):
     assert all(res["loaded"].values()), r.describe()
     assert res["spilled_bytes"] == 3 * size, r.describe()
     assert res["peak_anon_extra"] <= BUDGET + 16 * MIB, r.describe()
+
+
+def test_user_subclasses_with_strict_signatures(folders):
+    """Subclasses whose overrides take exactly the arguments PyTorch's bases declare (a DefaultStager
+    whose _stage takes only the state dict, save and load planners, a FileSystemWriter and a
+    FileSystemReader): every dcp.save, dcp.load and dcp.async_save ends as stock's ends and loads
+    the same values; the library adds no keyword of its own to a method a user overrides, and its
+    spill still reaches a stager's staging on the stager's own thread (32 MiB table spilled per
+    async_save)."""
+    d = folders("uvmc-spill-strict-")
+    runs = {}
+    for label, with_lib in (("stock", False), ("lib", True)):
+        os.makedirs(f"{d}/{label}")
+        r = run_body("strict", with_lib, "--dir", f"{d}/{label}", "--watch", d, "--size", str(32 * MIB),
+                     script=BODY, lib_env=LIB, timeout=600)
+        runs[label] = (r, r.result)
+        print(label, r.result)
+    (_, stock), (r, res) = runs["stock"], runs["lib"]
+    assert all(v == "ok" for v in stock["outcomes"].values()) and all(stock["loaded"].values()), stock
+    assert res["outcomes"] == stock["outcomes"] and res["loaded"] == stock["loaded"], r.describe()
+    async_saves = sum(k.startswith("async_save") for k in res["outcomes"])
+    assert r.err.count("): 32 MiB spilled to ") == async_saves, r.describe()  # each call's line
