@@ -43,18 +43,23 @@ class SpillRefused(RuntimeError):
 
 class Spill:
     """The spill of one async_save call. `budget`: managed bytes staged in memory at most; `mode`:
-    auto or required; `folder`: async_spill_dir ("" automatic); `ckpt`: the checkpoint's folder."""
+    auto or required; `folder`: async_spill_dir ("" automatic); `ckpt`: the checkpoint's folder;
+    `ckpt_bytes`: what the save writes there (_spill_folder.checkpoint_bytes)."""
 
-    def __init__(self, budget: int, budget_why: str, mode: str, folder: str, ckpt: Optional[str]) -> None:
+    def __init__(self, budget: int, budget_why: str, mode: str, folder: str, ckpt: Optional[str],
+                 ckpt_bytes: int = 0) -> None:
         self.budget, self.budget_why, self.mode = budget, budget_why, mode
-        self.ckpt = ckpt
+        self.ckpt, self.ckpt_bytes = ckpt, ckpt_bytes
         self.candidates = _spill_folder.candidates(folder, ckpt)  # (folder, chosen by default)
+        self.tried = 0  # candidates looked at: a folder short of room moves the spill to the next
+        self.explicit = folder  # async_spill_dir: where it is short of room, the spill stops (as documented)
         self.call = _accounting.current()
         self.managed = 0          # managed bytes staged by this call, in memory or spilled
         self.in_memory = 0        # of which in memory
         self.spilled = 0
         self.folder: Optional[str] = None
         self.unavailable: Optional[str] = None  # why nothing more is spilled in this call
+        self.moved: list[str] = []  # why the spill left a folder for the next
         self.fds: list[int] = []  # descriptors of this call's spill files, released after the upload
         self.pinned_said = False
         self.prefilled: set[int] = set()   # ids of staged tensors fill wrote (uvmchunk._spill_stage)
@@ -64,11 +69,24 @@ class Spill:
         self.fds_kept = _spill_file.fds_kept()  # the limit as the job has it at this call
 
     def _give_up(self, why: str) -> None:
+        """Nothing more is spilled in this call (`why`), said, and in the call's report; with
+        async_spill = required the call is refused."""
         self.unavailable = why
+        _accounting.note("spill_unavailable", why, self.call)
         if self.mode == "required":
             raise SpillRefused(f"uvmchunk: dcp.async_save refused: {why}, and async_spill = required")
         log("warn", f"dcp.async_save: {why}: the rest of this call's managed tensors are staged in memory, "
                     "as PyTorch stages them")
+
+    def _next_folder(self) -> Optional[str]:
+        """The next candidate folder that may hold a spill (each refused one said), or None."""
+        while self.tried < len(self.candidates):
+            path, by_default = self.candidates[self.tried]
+            self.tried += 1
+            folder = _spill_folder.usable(path, by_default)
+            if folder is not None and folder != self.folder:
+                return folder
+        return None
 
     # ---- one storage -----------------------------------------------------------------------
 
@@ -85,18 +103,17 @@ class Spill:
                 self.in_memory += nbytes
                 return None
             if self.folder is None:
-                self.folder = _spill_folder.choose(self.candidates)
+                self.folder = self._next_folder()
                 if self.folder is None:
                     self._give_up("no spill folder (every candidate refused)")
                     self.in_memory += nbytes
                     return None
-            before = self.spilled
             self.spilled += nbytes  # reserved: a concurrent storage() counts these bytes as spilled
         # the file's making (the wait for the source's stream, its pwrite) runs outside the lock: no
         # lock is held across a wait on the device or a long write
         made = None
         try:
-            made = self._make(source, nbytes, persistent, before)
+            made = self._make(source, nbytes, persistent)
         finally:
             with self._lock:
                 if made is None:
@@ -118,14 +135,32 @@ class Spill:
         _accounting.add("spilled_bytes", nbytes, self.call)
         _accounting.note("spill_dir", self.folder, self.call)
 
-    def _make(self, source: torch.Tensor, nbytes: int, persistent: bool,
-              before: int) -> Optional[tuple[torch.UntypedStorage, bool]]:
-        """The spill file for `source`, or None (said: the rest of the call stages in memory);
-        `before`: the bytes this call spilled before it."""
-        folder = self.folder
-        short = _spill_folder.shortfall(folder, self.ckpt, nbytes, before)
-        if short is not None:
-            self._give_up(short)
+    def _room(self, nbytes: int) -> Optional[str]:
+        """A folder with room for a spill file of `nbytes` beside all the save puts on its file
+        system: this call's folder, else the next candidate that has it (said once per move), or
+        None (said: the rest of the call stages in memory)."""
+        with self._lock:
+            folder = self.folder
+        while folder is not None:
+            short = _spill_folder.shortfall(folder, self.ckpt, nbytes, self.ckpt_bytes)
+            if short is None:
+                return folder
+            with self._lock:
+                if self.folder == folder:  # a concurrent storage() may have moved it already
+                    self.folder = None if folder == self.explicit else self._next_folder()
+                    if self.folder is not None:
+                        self.moved.append(short)
+                        log("warn", f"dcp.async_save: {short}; trying {self.folder}")
+                folder = self.folder
+            if folder is None:
+                self._give_up(short)
+        return None
+
+    def _make(self, source: torch.Tensor, nbytes: int,
+              persistent: bool) -> Optional[tuple[torch.UntypedStorage, bool]]:
+        """The spill file for `source`, or None (said: the rest of the call stages in memory)."""
+        folder = self._room(nbytes)
+        if folder is None:
             return None
         try:
             fd = _spill_file.open_unnamed(folder)
@@ -161,9 +196,10 @@ class Spill:
             return
         where = (f"{size_text(self.spilled)} spilled to {self.folder} (file-backed, unlinked)" if self.spilled
                  else "none spilled")
+        why = [*self.moved, *([self.unavailable] if self.unavailable else [])]
         log("info", f"dcp.async_save: {size_text(self.managed)} of managed tensors, budget "
                     f"{size_text(self.budget)} ({self.budget_why}): {where}, "
-                    f"{size_text(self.in_memory)} in memory")
+                    f"{size_text(self.in_memory)} in memory" + (f" ({'; '.join(why)})" if why else ""))
 
     def release(self) -> None:
         """After the upload completed or failed: the spill files' blocks and page cache dropped and
@@ -193,8 +229,8 @@ def staging_for(spill: Optional[Spill]) -> Iterator[None]:
         _tls.spill = outer
 
 
-def new_spill(kwargs: dict[str, Any]) -> Optional[Spill]:
-    """The Spill of an async_save called with `kwargs`, or None when this call cannot spill
+def new_spill(args: tuple, kwargs: dict[str, Any]) -> Optional[Spill]:
+    """The Spill of an async_save called with `args` and `kwargs`, or None when this call cannot spill
     (async_spill = off, the process executor, no runtime to tell managed memory)."""
     cfg = configuration()
     mode = cfg.get("async_spill", "auto")
@@ -216,8 +252,11 @@ def new_spill(kwargs: dict[str, Any]) -> Optional[Spill]:
                else f"a quarter of the room under the {size_text(room.limit)} limit of {room.source}")
     else:
         budget, why = size_bytes(budget_text) or 0, "async_memory_budget"
-    spill = Spill(budget, why, mode, _spill_folder.spill_dir(cfg.get("async_spill_dir", "")),
-                  _spill_folder.checkpoint_dir(kwargs))
+    ckpt = _spill_folder.checkpoint_dir(kwargs)
+    # what the save writes into the checkpoint's folder: a spill there must leave room for it
+    state_dict = args[0] if args else kwargs.get("state_dict")
+    spill = Spill(budget, why, mode, _spill_folder.spill_dir(cfg.get("async_spill_dir", "")), ckpt,
+                  _spill_folder.checkpoint_bytes(state_dict) if ckpt is not None else 0)
     # for the per-checkpoint report (uvmchunk._report): the budget and the limit it came from
     said = {"async_memory_budget_bytes": budget, "async_memory_budget_from": why}
     if room is not None and room.limit is not None:
@@ -229,7 +268,7 @@ def new_spill(kwargs: dict[str, Any]) -> Optional[Spill]:
 def call(orig: Callable, args: tuple, kwargs: dict[str, Any]) -> Any:
     """orig (PyTorch's async_save) with this call's managed tensors above the budget spilled; the
     spill is released when the upload completes or fails (or at once when async_save raises)."""
-    spill = new_spill(kwargs)
+    spill = new_spill(args, kwargs)
     if spill is None:
         return orig(*args, **kwargs)
     try:

@@ -10,6 +10,8 @@ import tempfile
 import urllib.parse
 from typing import Any, Optional
 
+import torch
+
 from ._config import say_once
 from ._report import size_text
 
@@ -91,28 +93,72 @@ def refusal(path: str, by_default: bool) -> Optional[str]:
     return None
 
 
-def choose(folders: list[tuple[str, bool]]) -> Optional[str]:
-    """The first of `folders` (candidates()) that may hold a spill, each refused one said once; None."""
-    for path, by_default in folders:
-        folder = existing(path) if by_default else path
-        why = refusal(folder, by_default)
-        if why is None:
-            return folder
-        say_once(f"spill-refused:{folder}:{why}", "warn",
-                 f"dcp.async_save: {folder} refused as a spill folder ({why}); trying the next")
+def usable(path: str, by_default: bool) -> Optional[str]:
+    """The folder a candidate (candidates()) names, where it may hold a spill; else None, its
+    refusal said once."""
+    folder = existing(path) if by_default else path
+    why = refusal(folder, by_default)
+    if why is None:
+        return folder
+    say_once(f"spill-refused:{folder}:{why}", "warn",
+             f"dcp.async_save: {folder} refused as a spill folder ({why}); trying the next")
     return None
 
 
-def shortfall(folder: str, ckpt: Optional[str], nbytes: int, before: int) -> Optional[str]:
-    """Why `folder` has no room for a spill file of `nbytes` after `before` bytes this call spilled
-    there, or None; on the checkpoint's own file system the checkpoint needs the spilled bytes again."""
+def checkpoint_bytes(state_dict: Any) -> int:
+    """Bytes of the tensors a save of `state_dict` writes (each tensor's, a ShardedTensor's local
+    shards', a DTensor's local tensor's; other values and the records' headers are left to
+    RESERVE), the containers walked once each (a state dict that holds itself is no loop here:
+    DCP raises on it as stock does)."""
+    total, seen, todo = 0, set(), [state_dict]
+    while todo:
+        obj = todo.pop()
+        if isinstance(obj, torch.Tensor) and hasattr(obj, "_local_tensor"):  # DTensor
+            obj = obj._local_tensor
+        if isinstance(obj, torch.Tensor):
+            shards = getattr(obj, "local_shards", None)  # ShardedTensor, TorchRec's LocalShardsWrapper
+            if callable(shards):
+                try:
+                    todo.extend(s.tensor if hasattr(s, "tensor") else s for s in shards())
+                    continue
+                except Exception:  # noqa: BLE001  (a wrapper that cannot list them: its own size below)
+                    pass
+            total += obj.numel() * obj.element_size()
+        elif hasattr(obj, "local_shards") and callable(obj.local_shards):  # ShardedTensor
+            todo.extend(s.tensor for s in obj.local_shards())
+        elif isinstance(obj, (dict, list, tuple)) and id(obj) not in seen:
+            seen.add(id(obj))
+            todo.extend(obj.values() if isinstance(obj, dict) else obj)
+    return total
+
+
+def local_ranks() -> int:
+    """The ranks of this job on this node (torchrun's LOCAL_WORLD_SIZE; 1 where not set): each
+    writes its own shard of the checkpoint into the same folder (DCP's FileSystemWriter names its
+    files per rank, torch/distributed/checkpoint/filesystem.py)."""
+    try:
+        return max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
+    except ValueError:
+        return 1
+
+
+def shortfall(folder: str, ckpt: Optional[str], nbytes: int, ckpt_bytes: int) -> Optional[str]:
+    """Why `folder` has no room for a spill file of `nbytes` beside all a save puts on its file
+    system, or None. The spill files made so far, this call's and other processes', hold their
+    blocks already (posix_fallocate) and are out of the free space; on the checkpoint's own file
+    system the checkpoint is still to be written: `ckpt_bytes` of this rank's shard, and as much of
+    each other rank's on this node (local_ranks(): their shards' sizes are not known here, a job's
+    usually alike), beside RESERVE. Short of that the upload would fail (ENOSPC: PyTorch's
+    "unexpected pos") where stock's save completes."""
     try:
         vfs = os.statvfs(folder)
         same = ckpt is not None and os.stat(folder).st_dev == os.stat(existing(ckpt)).st_dev
     except OSError as e:  # the folder went away: stage as PyTorch does, as when it is short of room
         return f"spill folder {folder} cannot be asked for its free space ({os.strerror(e.errno or errno.EIO)})"
     free = vfs.f_bavail * vfs.f_frsize
-    need = nbytes + RESERVE + ((before + nbytes) if same else 0)
+    ranks = local_ranks()
+    need = nbytes + RESERVE + (ckpt_bytes * ranks if same else 0)
     if free < need:
-        return f"spill folder {folder} has {size_text(free)} free, {size_text(need)} needed"
+        whose = "" if not same else (" with the checkpoint" if ranks == 1 else f" with the checkpoint of {ranks} ranks")
+        return f"spill folder {folder} has {size_text(free)} free, {size_text(need)} needed{whose}"
     return None

@@ -3,7 +3,7 @@ subprocess on the simulated runtime with or without the library, like torch_body
 they use). Prints one line `RESULT <json>`.
 
 usage: python spill_body.py spill --dir CKPT --watch DIR [--size BYTES] [--mode default|writer|pinned]
-                            [--no-overwrite] [--hold] [--cached] [--no-cpu-preference]
+                            [--no-overwrite] [--hold] [--cached] [--no-cpu-preference] [--cpu BYTES]
        python spill_body.py sharded --dir CKPT --watch DIR [--size BYTES] [--mode default|writer]
        python spill_body.py strict --dir CKPT --watch DIR [--size BYTES]
 
@@ -99,6 +99,8 @@ def body_spill(a):
     sizes = {"small": 8 * MIB, "table": a.size}
     state = {k: cuda_from(pattern(n, i + 1), managed=True) for i, (k, n) in enumerate(sizes.items())}
     state["dense"] = cuda_from(pattern(4 * MIB, 9), managed=False)
+    if a.cpu:  # an ordinary CPU tensor: part of the checkpoint, never staged
+        state["cpu"] = pattern(a.cpu, 10)
     if a.no_cpu_preference:  # the CPU may not read it while the device works: copied, not written by pwrite
         unset_cpu_preference(state["table"])
     fill = torch.full((4 * MIB,), FILL, dtype=torch.uint8)
@@ -190,6 +192,10 @@ def body_spill(a):
         dcp.load(back, checkpoint_id=a.dir)
         loaded = {k: torch.equal(back[k], pattern(n, i + 1)) for i, (k, n) in enumerate(sizes.items())}
         loaded["dense"] = torch.equal(back["dense"], pattern(4 * MIB, 9))
+        if a.cpu:
+            back = {"cpu": torch.zeros(a.cpu, dtype=torch.uint8)}
+            dcp.load(back, checkpoint_id=a.dir)
+            loaded["cpu"] = torch.equal(back["cpu"], pattern(a.cpu, 10))
     result(peak_anon_extra=peak, table=a.size, stall_s=round(stall, 3), upload_s=round(upload, 3),
            names_during=names_during, maps_during=maps_during, maps_after=maps_after, maps_dropped=maps_dropped, names_after=names_after,
            spilled_bytes=spilled, error=error, tables_now=tables_now, loaded=loaded,
@@ -352,6 +358,7 @@ def main():
     p.add_argument("--watch", required=True)
     p.add_argument("--mode", default="default")
     p.add_argument("--no-overwrite", action="store_true")
+    p.add_argument("--cpu", type=int, default=0)  # bytes of an ordinary CPU tensor saved too
     p.add_argument("--hold", action="store_true")
     p.add_argument("--cached", action="store_true")  # sample the spill files' page cache too
     p.add_argument("--no-cpu-preference", action="store_true")  # the large table without FBGEMM's advice
