@@ -12,7 +12,7 @@ from typing import Any, Callable, Optional
 import torch
 from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner, DefaultSavePlanner
 
-from . import _accounting, _reads, _records, _report, _spill, _streams
+from . import _accounting, _reads, _records, _report, _spill, _spill_stage, _streams
 from ._config import say_once
 from .dcp import ZeroCopyLoadMixin, ZeroCopySaveMixin, host_allocations, release_host_cache
 from ._views import Viewer, local_tensors
@@ -242,7 +242,7 @@ def install_auto_views(views: bool = True, stock: bool = False) -> None:
     if not stock:
         _streams.install()  # a store's streams (fsspec, s3torchconnector) written in pieces, not whole records
     if views:
-        _spill.install(_patched)
+        _spill_stage.install(_patched)
         _records.install()  # a viewed table changed during a save: its record's CRC-32 still true
 
     def patch(cls: type, resolve: str, methods: tuple[str, ...], mixin: type, on_save: bool) -> None:

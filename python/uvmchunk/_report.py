@@ -141,6 +141,8 @@ class Report:
                 rec[field] = v
         # async_save: its async_memory_budget and the memory limit that set it (uvmchunk._spill)
         rec.update(self.call.notes.get("async_memory_budget", {}))
+        if self.call.notes.get("spill_unavailable"):  # why managed bytes above the budget stayed in memory
+            rec["spill_unavailable"] = self.call.notes["spill_unavailable"]
         # each tensor once: a load's direct reads went into the viewed tables (view_bytes)
         rec["bytes"] = rec["view_bytes"] + rec.get("copied_bytes", 0)
         return rec
@@ -217,6 +219,8 @@ def line(rec: dict[str, Any]) -> str:
         budget = (f" (budget {size_text(rec['async_memory_budget_bytes'])}: {rec['async_memory_budget_from']})"
                   if "async_memory_budget_bytes" in rec else "")
         parts.append(f"{size_text(rec['spilled_bytes'])} staged in a file-backed mapping{budget}")
+    if rec.get("spill_unavailable"):
+        parts.append(f"not spilled: {rec['spill_unavailable']}, staged in memory as stock stages it")
     if rec.get("bounce_bytes"):
         parts.append(f"bounce buffer {size_text(rec['bounce_bytes'])}")
     if rec.get("changed_tensors"):  # uvmchunk._records: their records' CRC-32 set to the bytes written

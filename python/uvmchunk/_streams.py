@@ -92,7 +92,7 @@ def _local(stream: Any) -> bool:
 def in_pieces(create_stream: Callable) -> Callable:
     """`create_stream` (a FileSystemBase's, as DCP's writer threads call it) whose writable streams
     that are not local files take writes in pieces; readable streams are its own, and so are local
-    ones but while an async_save's spill is mapped (uvmchunk._spill.upload_hook): then they take
+    ones but while an async_save's spill is mapped (uvmchunk._spill_upload.upload_hook): then they take
     writes in pieces too, and on either kind the spill's pages a piece was written from are dropped
     after it."""
     @contextlib.contextmanager
@@ -101,12 +101,12 @@ def in_pieces(create_stream: Callable) -> Callable:
             if "w" not in mode:
                 yield stream
                 return
-            from . import _spill  # imports torch: only once a save writes
-            hook = _spill.upload_hook()
+            from . import _spill_file, _spill_upload  # import torch: only once a save writes
+            hook = _spill_upload.upload_hook()
             if not _local(stream):
                 yield PieceWriter(stream, chunk_bytes(), hook)
             else:
-                yield stream if hook is None else PieceWriter(stream, _spill.BLOCK, hook)
+                yield stream if hook is None else PieceWriter(stream, _spill_file.BLOCK, hook)
 
     return create
 

@@ -111,8 +111,8 @@ def test_paths_that_are_not_utf8_are_read_back(monkeypatch, tmp_path):
     cfg = _config.configuration()
     assert os.fsencode(cfg["report"]) == b"/tmp/r\xff.jsonl" and cfg["log_level"] == "warn", cfg
     pytest.importorskip("torch")
-    from uvmchunk import _spill
-    assert os.fsencode(_spill._spill_dir(cfg["async_spill_dir"])) == folder, cfg
+    from uvmchunk import _spill_folder
+    assert os.fsencode(_spill_folder.spill_dir(cfg["async_spill_dir"])) == folder, cfg
 
 
 def test_library_path_is_the_one_named():
@@ -364,10 +364,10 @@ def test_the_spill_never_takes_a_store_for_a_folder(tmp_path):
     from torch.distributed.checkpoint import FileSystemWriter
     from torch.distributed.checkpoint._fsspec_filesystem import FsspecWriter
 
-    from uvmchunk import _spill
-    assert _spill.checkpoint_dir({"checkpoint_id": str(tmp_path)}) == str(tmp_path)
-    assert _spill.checkpoint_dir({"storage_writer": FileSystemWriter(str(tmp_path))}) == str(tmp_path)
-    assert _spill.checkpoint_dir({"checkpoint_id": "s3://bucket/ckpt"}) is None
-    assert _spill.checkpoint_dir({"storage_writer": FsspecWriter(f"file://{tmp_path}")}) is None
+    from uvmchunk import _spill_folder
+    assert _spill_folder.checkpoint_dir({"checkpoint_id": str(tmp_path)}) == str(tmp_path)
+    assert _spill_folder.checkpoint_dir({"storage_writer": FileSystemWriter(str(tmp_path))}) == str(tmp_path)
+    assert _spill_folder.checkpoint_dir({"checkpoint_id": "s3://bucket/ckpt"}) is None
+    assert _spill_folder.checkpoint_dir({"storage_writer": FsspecWriter(f"file://{tmp_path}")}) is None
     connector = type("S3StorageWriter", (), {"__module__": "s3torchconnector.dcp.s3_storage_writer", "path": "s3://b/c"})
-    assert _spill.checkpoint_dir({"storage_writer": connector()}) is None
+    assert _spill_folder.checkpoint_dir({"storage_writer": connector()}) is None

@@ -3,8 +3,9 @@ subprocess on the simulated runtime with or without the library, like torch_body
 they use). Prints one line `RESULT <json>`.
 
 usage: python spill_body.py spill --dir CKPT --watch DIR [--size BYTES] [--mode default|writer|pinned]
-                            [--no-overwrite] [--hold] [--cached] [--no-cpu-preference]
+                            [--no-overwrite] [--hold] [--cached] [--no-cpu-preference] [--cpu BYTES]
        python spill_body.py sharded --dir CKPT --watch DIR [--size BYTES] [--mode default|writer]
+       python spill_body.py strict --dir CKPT --watch DIR [--size BYTES]
 
 A small managed table (8 MiB), a large one (--size) and a 4 MiB ordinary CUDA tensor are saved with
 dcp.async_save while the upload is held back (FileSystemWriter.write_data waits for the body). Right
@@ -98,6 +99,8 @@ def body_spill(a):
     sizes = {"small": 8 * MIB, "table": a.size}
     state = {k: cuda_from(pattern(n, i + 1), managed=True) for i, (k, n) in enumerate(sizes.items())}
     state["dense"] = cuda_from(pattern(4 * MIB, 9), managed=False)
+    if a.cpu:  # an ordinary CPU tensor: part of the checkpoint, never staged
+        state["cpu"] = pattern(a.cpu, 10)
     if a.no_cpu_preference:  # the CPU may not read it while the device works: copied, not written by pwrite
         unset_cpu_preference(state["table"])
     fill = torch.full((4 * MIB,), FILL, dtype=torch.uint8)
@@ -189,6 +192,10 @@ def body_spill(a):
         dcp.load(back, checkpoint_id=a.dir)
         loaded = {k: torch.equal(back[k], pattern(n, i + 1)) for i, (k, n) in enumerate(sizes.items())}
         loaded["dense"] = torch.equal(back["dense"], pattern(4 * MIB, 9))
+        if a.cpu:
+            back = {"cpu": torch.zeros(a.cpu, dtype=torch.uint8)}
+            dcp.load(back, checkpoint_id=a.dir)
+            loaded["cpu"] = torch.equal(back["cpu"], pattern(a.cpu, 10))
     result(peak_anon_extra=peak, table=a.size, stall_s=round(stall, 3), upload_s=round(upload, 3),
            names_during=names_during, maps_during=maps_during, maps_after=maps_after, maps_dropped=maps_dropped, names_after=names_after,
            spilled_bytes=spilled, error=error, tables_now=tables_now, loaded=loaded,
@@ -252,6 +259,96 @@ def body_sharded(a):
     result(error=None, peak_anon_extra=peak, spilled_bytes=spilled, loaded=loaded, managed_bytes=3 * a.size)
 
 
+def body_strict(a):
+    """Subclasses users write, each override with the exact signature PyTorch's base declares and
+    nothing more (no **kwargs): a save planner, a load planner, a FileSystemWriter (2.8's stager
+    too), a FileSystemReader and, on 2.11+, a DefaultStager whose _stage takes only the state dict
+    (async staging on its thread, then on the caller's). dcp.save, dcp.load and dcp.async_save of a
+    managed table (--size bytes) and a 4 MiB ordinary CUDA tensor through them: each call's outcome
+    ("ok" or the exception's type and text), whether the loads read back the values, and the bytes
+    spilled (a stager's staging may run on its own thread: the spill must reach it there)."""
+    import warnings
+    warnings.filterwarnings("ignore")
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint import (DefaultLoadPlanner, DefaultSavePlanner, FileSystemReader,
+                                              FileSystemWriter)
+
+    class SavePlanner(DefaultSavePlanner):
+        def set_up_planner(self, state_dict, storage_meta=None, is_coordinator=False):
+            super().set_up_planner(state_dict, storage_meta, is_coordinator)
+
+        def resolve_data(self, write_item):
+            return super().resolve_data(write_item)
+
+    class LoadPlanner(DefaultLoadPlanner):
+        def set_up_planner(self, state_dict, metadata=None, is_coordinator=False):
+            super().set_up_planner(state_dict, metadata, is_coordinator)
+
+        def resolve_tensor(self, read_item):
+            return super().resolve_tensor(read_item)
+
+        def commit_tensor(self, read_item, tensor):
+            super().commit_tensor(read_item, tensor)
+
+    class Writer(FileSystemWriter):
+        def prepare_local_plan(self, plan):
+            return super().prepare_local_plan(plan)
+
+        def write_data(self, plan, planner):
+            return super().write_data(plan, planner)
+
+    if hasattr(FileSystemWriter, "stage"):  # 2.8 (and 2.11): the writer is a BlockingAsyncStager
+        Writer.stage = lambda self, state_dict: FileSystemWriter.stage(self, state_dict)
+
+    class Reader(FileSystemReader):
+        def read_data(self, plan, planner):
+            return super().read_data(plan, planner)
+
+    sizes = {"table": a.size, "dense": 4 * MIB}
+    state = {"table": cuda_from(pattern(a.size, 1), managed=True), "dense": cuda_from(pattern(4 * MIB, 2), managed=False)}
+    outcomes, loaded = {}, {}
+
+    def attempt(name, fn):
+        try:
+            fn()
+            outcomes[name] = "ok"
+        except BaseException as e:  # noqa: BLE001  (compared with stock's; DCP's CheckpointException is one)
+            outcomes[name] = f"{type(e).__name__}: {e}"[:300]
+
+    def load_back(name, folder):
+        back = {k: torch.zeros(n, dtype=torch.uint8) for k, n in sizes.items()}
+        attempt(f"load {name}", lambda: dcp.load(back, storage_reader=Reader(folder), planner=LoadPlanner()))
+        loaded[name] = all(torch.equal(back[k], pattern(n, i + 1)) for i, (k, n) in enumerate(sizes.items()))
+
+    def async_save(folder, **kwargs):
+        resp = dcp.async_save(state, storage_writer=Writer(folder), planner=SavePlanner(), **kwargs)
+        getattr(resp, "upload_completion", resp).result()
+
+    attempt("save", lambda: dcp.save(state, storage_writer=Writer(f"{a.dir}/save"), planner=SavePlanner()))
+    load_back("save", f"{a.dir}/save")
+    attempt("async_save writer", lambda: async_save(f"{a.dir}/writer"))
+    load_back("async_save writer", f"{a.dir}/writer")
+    try:
+        from torch.distributed.checkpoint.staging import DefaultStager, StagingOptions
+    except ImportError:  # 2.8: no DefaultStager
+        DefaultStager = None
+    if DefaultStager is not None:
+        class Stager(DefaultStager):
+            def _stage(self, state_dict):
+                return super()._stage(state_dict)
+
+        for threaded in (True, False):
+            name = f"async_save stager {'thread' if threaded else 'caller'}"
+            stager = Stager(StagingOptions(use_pinned_memory=False, use_shared_memory=False,
+                                           use_async_staging=threaded, use_non_blocking_copy=False))
+            attempt(name, lambda: async_save(f"{a.dir}/{name[-6:]}", async_stager=stager))
+            stager.close()
+            load_back(name, f"{a.dir}/{name[-6:]}")
+    from uvmchunk import _accounting
+    result(outcomes=outcomes, loaded=loaded,
+           spilled_bytes=_accounting.totals().get("dcp.async_save", {}).get("spilled_bytes", 0))
+
+
 def main():
     import argparse
     p = argparse.ArgumentParser()
@@ -261,6 +358,7 @@ def main():
     p.add_argument("--watch", required=True)
     p.add_argument("--mode", default="default")
     p.add_argument("--no-overwrite", action="store_true")
+    p.add_argument("--cpu", type=int, default=0)  # bytes of an ordinary CPU tensor saved too
     p.add_argument("--hold", action="store_true")
     p.add_argument("--cached", action="store_true")  # sample the spill files' page cache too
     p.add_argument("--no-cpu-preference", action="store_true")  # the large table without FBGEMM's advice

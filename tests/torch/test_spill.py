@@ -30,7 +30,7 @@ MIB = 1 << 20
 HERE = os.path.dirname(os.path.abspath(__file__))
 BODY = os.path.join(HERE, "spill_body.py")
 BUDGET = 16 * MIB
-BLOCK = 64 * MIB  # uvmchunk._spill.BLOCK
+BLOCK = 64 * MIB  # uvmchunk._spill_file.BLOCK
 LIB = {"UVMCHUNK_DCP_VIEWS": "on", "UVMCHUNK_ASYNC_MEMORY_BUDGET": "16MiB", "UVMCHUNK_LOG_LEVEL": "info"}
 
 
@@ -319,3 +319,61 @@ def test_sharded_tensor_and_dtensor_spill(folders, mode):
     assert all(res["loaded"].values()), r.describe()
     assert res["spilled_bytes"] == 3 * size, r.describe()
     assert res["peak_anon_extra"] <= BUDGET + 16 * MIB, r.describe()
+
+
+def test_user_subclasses_with_strict_signatures(folders):
+    """Subclasses whose overrides take exactly the arguments PyTorch's bases declare (a DefaultStager
+    whose _stage takes only the state dict, save and load planners, a FileSystemWriter and a
+    FileSystemReader): every dcp.save, dcp.load and dcp.async_save ends as stock's ends and loads
+    the same values; the library adds no keyword of its own to a method a user overrides, and its
+    spill still reaches a stager's staging on the stager's own thread (32 MiB table spilled per
+    async_save)."""
+    d = folders("uvmc-spill-strict-")
+    runs = {}
+    for label, with_lib in (("stock", False), ("lib", True)):
+        os.makedirs(f"{d}/{label}")
+        r = run_body("strict", with_lib, "--dir", f"{d}/{label}", "--watch", d, "--size", str(32 * MIB),
+                     script=BODY, lib_env=LIB, timeout=600)
+        runs[label] = (r, r.result)
+        print(label, r.result)
+    (_, stock), (r, res) = runs["stock"], runs["lib"]
+    assert all(v == "ok" for v in stock["outcomes"].values()) and all(stock["loaded"].values()), stock
+    assert res["outcomes"] == stock["outcomes"] and res["loaded"] == stock["loaded"], r.describe()
+    async_saves = sum(k.startswith("async_save") for k in res["outcomes"])
+    assert r.err.count("): 32 MiB spilled to ") == async_saves, r.describe()  # each call's line
+
+
+def test_no_room_for_the_checkpoint_and_the_spill(folders, mounts):
+    """The checkpoint on a small local disk (ext4 on a loop device) with room for it but not for it
+    and the spill: an 8 MiB and a 64 MiB managed table, a 4 MiB CUDA tensor and a CPU tensor
+    filling the disk but for 30 MiB. Stock's async_save completes; so does the library's: the spill
+    does not go there (the check counts the whole checkpoint, not only its staged part), but to the
+    next candidate with room (the temporary folder on another disk), or, where none has room (the
+    temporary folder on tmpfs, refused), the tables are staged in memory as PyTorch stages them;
+    the per-call line says why. Budget 16 MiB and 0."""
+    d = folders("uvmc-spill-full-")
+    disk = mounts("ext4", f"{d}/disk", 320)
+    vfs = os.statvfs(disk)
+    free = vfs.f_bavail * vfs.f_frsize
+    cpu = free - (8 + 64 + 4 + 30) * MIB  # the checkpoint leaves 30 MiB free; with a 64 MiB spill it would not fit
+    tmp_disk = folders("uvmc-spill-full-tmp-")
+    tmp_mem = mounts("tmpfs", f"{d}/shm", 8)
+    runs = [("stock", False, d, {}, tmp_disk), ("next folder", True, tmp_disk, {}, tmp_disk),
+            ("in memory, budget 0", True, disk, {"UVMCHUNK_ASYNC_MEMORY_BUDGET": "0"}, tmp_mem)]
+    for label, with_lib, watch, env, tmpdir in runs:
+        ckpt = os.path.join(disk, label.split(",")[0].replace(" ", "-"))
+        r, res = spill(with_lib, ckpt, watch, "--cpu", str(cpu), "--no-overwrite", lib_env=env,
+                       extra_env={"TMPDIR": tmpdir})
+        print(f"{label:20s} free {free / MIB:.0f} MiB, CPU tensor {cpu / MIB:.0f} MiB: error {res['error']}, "
+              f"spilled {res['spilled_bytes'] / MIB:.0f} MiB")
+        assert res["error"] is None and all(res["loaded"].values()), r.describe()
+        assert os.path.exists(os.path.join(ckpt, ".metadata")), r.describe()
+        shutil.rmtree(ckpt)  # room for the next run
+        if label == "next folder":
+            assert res["spilled_bytes"] == 64 * MIB and res["maps_during"][1] >= 64 * MIB, r.describe()
+            assert f"spill folder {ckpt} has " in r.err and f"trying {tmp_disk}" in r.err, r.describe()
+        elif with_lib:
+            assert res["spilled_bytes"] == 0, r.describe()
+            assert f"spill folder {ckpt} has " in r.err and "staged in memory" in r.err, r.describe()
+            assert "none spilled, 72 MiB in memory (spill folder" in r.err, r.describe()  # the per-call line says why
+            assert "not spilled: spill folder" in r.err, r.describe()  # ... and the report
