@@ -1,6 +1,7 @@
 """Direct reads for dcp.load: an item whose target is a CPU view of a managed table (uvmchunk._views)
 is read from the checkpoint file (a local file, or a store's object through DCP's FsspecReader or
-s3torchconnector's S3StorageReader, uvmchunk._streams.open_source) straight into the table's pages,
+s3torchconnector's S3StorageReader, uvmchunk._streams.open_source, each request pinned to the
+object version DCP's reader of the file reads: uvmchunk._versions) straight into the table's pages,
 in bounded chunks, where PyTorch's
 FileSystemReader.read_data (torch/distributed/checkpoint/filesystem.py, 2.8 to 2.15) would
 torch.load the item's whole slice into a new CPU tensor and copy_ it into the target.
@@ -33,7 +34,7 @@ from typing import Any, Optional
 import torch
 from torch.futures import Future
 
-from . import _accounting
+from . import _accounting, _versions
 from ._config import say_once, stock
 from ._cuda import rt
 from ._streams import Source, chunk_bytes, frames_released, kind_of, open_source
@@ -377,6 +378,9 @@ def _read_data(reader: Any, plan: Any, planner: Any, viewer: Viewer) -> Future:
         path = reader.fs.concat_path(reader.path, relative_path)
         with reader.fs.create_stream(path, "rb") as stream, \
                 contextlib.ExitStack() as sources:
+            # the connector's object version, taken before any request for the file
+            # (uvmchunk._versions: s3fs's reads are pinned through `stream` itself)
+            pin = _versions.connector_pin(reader.fs, path) if kind_of(reader.fs) == "connector" else None
             src: Optional[Source] = None  # opened at the first item read directly
             records: dict[tuple[int, int], tuple] = {}  # one item read by several requests: parsed once
             skipped = False  # an item of this file was read directly, not from `stream`
@@ -404,7 +408,7 @@ def _read_data(reader: Any, plan: Any, planner: Any, viewer: Viewer) -> Future:
                 else:
                     key = (md.offset, md.length)
                     if src is None:
-                        src = sources.enter_context(open_source(reader.fs, path, stream))
+                        src = sources.enter_context(open_source(reader.fs, path, stream, pin))
                     if key not in records:
                         records[key] = _record(_Ends(src, md.offset, md.length), md.offset, md.length)
                     rec, why = records[key]
@@ -418,6 +422,8 @@ def _read_data(reader: Any, plan: Any, planner: Any, viewer: Viewer) -> Future:
                     if viewed:  # torch.load'ed into a CPU tensor, then copied into the pages: no view's bytes
                         _copied_not_viewed(1, target.numel() * target.element_size(), viewer.call)
                 planner.commit_tensor(req, target)
+            if pin is not None and src is not None:  # the library's reads, and DCP's around them: one version
+                pin.check()
     fut: Future = Future()
     fut.set_result(None)
     return fut

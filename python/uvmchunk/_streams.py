@@ -15,7 +15,6 @@ import contextlib
 import functools
 import io
 import os
-import sys
 import threading
 import traceback
 from typing import Any, Callable, Iterator, Optional
@@ -223,75 +222,35 @@ class StreamSource(Source):
         return len(data)
 
 
-class S3fsSource(StreamSource):
-    """An s3fs object: small reads as StreamSource's (one ranged GET each), and ``fill`` with one
-    ranged GET whose body is read a piece at a time straight into `out`: s3fs's ``call_s3``
-    (s3fs/core.py, its credentials, endpoint and request arguments) returns aiobotocore's
-    streaming body, read on s3fs's event loop (fsspec.asyn.sync); aiohttp pauses the socket once
-    its buffer holds about 128 KiB (aiohttp/streams.py, StreamReader's high-water mark), so
-    nothing is fetched ahead of what the piece being placed asks for. One request per item,
-    where a read per piece would send one per piece."""
-
-    def __init__(self, stream: Any, fs: Any, path: str) -> None:
-        super().__init__(stream)
-        self.fs, self.path = fs, path
-
-    def fill(self, out: memoryview, at: int, piece: int, placed: Callable[[int], None]) -> None:
-        from fsspec.asyn import sync
-
-        if not len(out):
-            return
-        bucket, key, version = self.fs.split_path(self.path)
-        extra = {"VersionId": version} if version else {}
-        body = self.fs.call_s3("get_object", Bucket=bucket, Key=key, Range=f"bytes={at}-{at + len(out) - 1}",
-                               **extra)["Body"]
-        try:
-            done = 0
-            while done < len(out):
-                got = sync(self.fs.loop, _body_into, body, out[done:done + piece], placed)
-                if got <= 0:
-                    return
-                done += got
-        finally:
-            body.close()  # one not read to its end (an error) closes its connection
-
-
-async def _body_into(body: Any, view: memoryview, placed: Callable[[int], None]) -> int:
-    """Bytes of aiobotocore's streaming `body` placed into `view`, until it is full or the body ends
-    (its ``read(n)`` returns what aiohttp holds, at most n); `placed` told of each read's bytes."""
-    got = 0
-    while got < len(view):
-        data = await body.read(len(view) - got)
-        if not data:
-            break
-        view[got:got + len(data)] = data
-        got += len(data)
-        placed(len(data))
-    return got
-
-
 @contextlib.contextmanager
-def open_source(fs: Any, path: Any, stream: Any) -> Iterator[Optional[Source]]:
+def open_source(fs: Any, path: Any, stream: Any, pin: Any = None) -> Iterator[Optional[Source]]:
     """A Source over checkpoint file `path` of DCP file system `fs` (`stream`: the one its
     create_stream opened for DCP's own reads of that file), opened through the reader's
     own client (its credentials and endpoint), or None for a file system read here no other way:
     PyTorch's local FileSystem (torch/distributed/checkpoint/filesystem.py: a file descriptor),
     DCP's fsspec FileSystem (torch/distributed/checkpoint/_fsspec_filesystem.py: ``fs.fs.open`` with
     cache_type="none", fsspec/caching.py's cache that keeps nothing, so a store fetches each read's
-    range only; over s3fs an S3fsSource, whose ``fill`` streams one GET) and s3torchconnector's S3FileSystem (s3torchconnector/dcp/s3_file_system.py: its
+    range only; over s3fs uvmchunk._versions.S3fsSource, through `stream` itself, with its version
+    pin) and s3torchconnector's S3FileSystem (s3torchconnector/dcp/s3_file_system.py: its
     client's get_object with S3ReaderConstructor.range_based(buffer_size=0), one range request per
-    read, s3torchconnector/s3reader/ranged.py)."""
+    read, s3torchconnector/s3reader/ranged.py; `pin`: the file's _versions.ConnectorPin, whose
+    HEAD gives the reader the object's size)."""
     kind = kind_of(fs)
     if kind == "local":
         yield FdSource(stream.fileno())
     elif kind == "fsspec":
+        from . import _versions
+        if _versions.s3fs_file(stream):
+            yield _versions.S3fsSource(stream)
+            return
         with fs.fs.open(path, "rb", cache_type="none") as f:
-            yield S3fsSource(f, fs.fs, str(path)) if _s3fs(fs.fs) else StreamSource(f)
+            yield StreamSource(f)
     elif kind == "connector":
         from s3torchconnector._s3dataset_common import parse_s3_uri  # type: ignore[import-not-found]
         from s3torchconnector.s3reader import S3ReaderConstructor  # type: ignore[import-not-found]
         bucket, key = parse_s3_uri(str(path))
-        with fs._client.get_object(bucket, key, reader_constructor=S3ReaderConstructor.range_based(0)) as f:
+        with fs._client.get_object(bucket, key, object_info=getattr(pin, "info", None),
+                                   reader_constructor=S3ReaderConstructor.range_based(0)) as f:
             src = StreamSource(f)
             # the connector's default DCP reader (s3torchconnector/s3reader/dcp_optimized.py,
             # _find_item_for_range) takes the file's items in order, none skipped: after an item
@@ -300,12 +259,6 @@ def open_source(fs: Any, path: Any, stream: Any) -> Iterator[Optional[Source]]:
             yield src
     else:
         yield None
-
-
-def _s3fs(fs: Any) -> bool:
-    """`fs` (an fsspec file system) is s3fs's S3FileSystem or a subclass of it."""
-    s3fs = sys.modules.get("s3fs")  # loaded already when `fs` is one
-    return s3fs is not None and isinstance(fs, s3fs.S3FileSystem)
 
 
 def kind_of(fs: Any) -> Optional[str]:

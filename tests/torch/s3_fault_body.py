@@ -153,7 +153,7 @@ def kill_when(a, pid, what):
 
 def kill_mid_body(kill):
     """s3fs's load: an item is one GET whose body the library reads a piece at a time
-    (python/uvmchunk/_streams.py, S3fsSource): the server is killed once aiobotocore's streaming
+    (python/uvmchunk/_versions.py, S3fsSource): the server is killed once aiobotocore's streaming
     body has handed out two pieces (32 MiB; the item's headers before them are a few KiB).
     Returns the undo."""
     from aiobotocore.response import StreamingBody as cls

@@ -73,7 +73,7 @@ EXPECTED = {
     # a short object is no error of the client's: torch.load's (the item's zip directory is gone)
     ("s3fs", "truncated object load"): ("builtins.RuntimeError", "failed finding central directory"),
     ("s3fs", "server gone save"): ("botocore.exceptions.EndpointConnectionError", "Could not connect"),
-    # the item's one GET (python/uvmchunk/_streams.py S3fsSource) cut short: aiohttp's, under s3fs
+    # the item's one GET (python/uvmchunk/_versions.py S3fsSource) cut short: aiohttp's, under s3fs
     ("s3fs", "server gone load"): ("aiohttp.client_exceptions.ClientPayloadError", "payload is not completed"),
     ("connector", "missing bucket load"): NO_METADATA,
     ("connector", "missing bucket save"): (CONNECTOR_ERROR, "NoSuchBucket"),
