@@ -133,7 +133,9 @@ def test_store_fault_raises_the_clients_error():
 def test_report_names_the_store(server, tmp_path):
     """The per-checkpoint line and record (python/uvmchunk/_report.py) name the store and the
     client: "; to s3://BUCKET/NAME (s3fs)" on a save through checkpoint_id="s3://...", "(s3torchconnector)"
-    through S3StorageWriter / S3StorageReader, "from" on a load; a 4 MiB table each, one run per client."""
+    through S3StorageWriter / S3StorageReader, "from" on a load; a 4 MiB table each, one run per client.
+    A save through s3fs also says its upload's connections and rate ("(s3fs, 1 connection, 1 MiB at
+    17.4 MiB/s)"), its bytes those of the stored objects."""
     for client, name in (("s3fs", "s3fs"), ("connector", "s3torchconnector")):
         _need(CLIENTS[client])
         report = tmp_path / f"{client}.jsonl"
@@ -146,9 +148,25 @@ def test_report_names_the_store(server, tmp_path):
         table = [x for x in recs if x["store"] == f"s3://{b}/named"]
         assert [x["call"] for x in table] == ["dcp.save", "dcp.load"], recs
         assert all(x["store_client"] == name for x in recs), recs
+        # through s3fs a save's file goes as one concurrent upload (python/uvmchunk/_uploads.py):
+        # the record counts its bytes, to the byte the objects' (one file here), and the line says
+        # its connections and rate
+        if client == "s3fs":
+            import s3fs
+            fs = s3fs.S3FileSystem(client_kwargs={"endpoint_url": server}, key="testing", secret="testing")
+            stored = sum(fs.size(p) for p in fs.ls(f"{b}/named") if p.endswith(".distcp"))
+            assert table[0]["upload_bytes"] == stored and table[0]["upload_connections"] >= 1, table[0]
+            assert table[0]["upload_seconds"] > 0, table[0]
         for call, way in (("dcp.save", "to"), ("dcp.load", "from")):
+            how = name
+            if client == "s3fs" and call == "dcp.save":
+                from uvmchunk._report import size_text
+                rec = table[0]
+                n = rec["upload_connections"]
+                how += (f", {n} connection{'s' if n != 1 else ''}, {size_text(rec['upload_bytes'])} at "
+                        f"{size_text(rec['upload_bytes'] / rec['upload_seconds'])}/s")
             lines = [ln for ln in r.err.splitlines() if ln.startswith(f"uvmchunk: rank 0 {call} ")
-                     and ln.endswith(f"; {way} s3://{b}/named ({name})")]
+                     and ln.endswith(f"; {way} s3://{b}/named ({how})")]
             assert len(lines) == 1, r.describe()
             print(lines[0])
 
