@@ -147,7 +147,9 @@ class MultipartWriter:
         view = memoryview(data)
         view = view.cast("B") if view.c_contiguous else memoryview(view.tobytes())
         n, done, mine = len(view), 0, []
-        self._raise()
+        if self.error is not None:  # raised by close(), outside torch.save: there it is the client's own
+            self.pos += n
+            return n
         if self.buffer or n < self._room():
             done = min(self._room(), n)
             self._copy(view[:done])
@@ -158,7 +160,10 @@ class MultipartWriter:
         if done < n:
             self._copy(view[done:])
         self.pos += n
-        self._wait(mine)  # the caller's buffer is its own again once write returns
+        # the caller's buffer is its own again once write returns; a part's error is raised by
+        # close(), as DCP calls it: raised inside torch.save's write, PyTorch's zip writer
+        # (caffe2/serialize/inline_container.cc) reports its own "unexpected pos" error instead
+        self._wait([f for f in mine if f is not None], raise_=False)
         return n
 
     def tell(self) -> int:
@@ -182,6 +187,7 @@ class MultipartWriter:
         that filled no part), then closes the S3File, which has nothing of its own to upload."""
         if self.done:
             return
+        self._raise()
         bucket, key = self.f.bucket, self.f.key
         if self.upload_id is None:
             body, self.buffer = bytes(self.buffer), bytearray()
@@ -231,17 +237,22 @@ class MultipartWriter:
             self._send(self.buffer, None)
             self.buffer = bytearray()
 
-    def _send(self, body: Any, source: Optional[memoryview]) -> cf.Future:
+    def _send(self, body: Any, source: Optional[memoryview]) -> Optional[cf.Future]:
         """Part `self.number` (its bytes `body`; `source`: the caller's slice it is read from,
         else a copy), sent once fewer than `concurrency` parts are in flight."""
         if self.upload_id is None:
             kw = {"ACL": self.f.acl} if self.f.acl else {}
-            out = self._sync(self._call("create_multipart_upload", Bucket=self.f.bucket, Key=self.f.key, **kw))
+            try:
+                out = self._sync(self._call("create_multipart_upload", Bucket=self.f.bucket, Key=self.f.key, **kw))
+            except Exception as e:  # noqa: BLE001  (the client's: raised by close())
+                self.error = self.error or e
+                return None
             self.upload_id = out["UploadId"]
-        while len(self.inflight) >= self.concurrency:
+        while len(self.inflight) >= self.concurrency and self.error is None:
             cf.wait(self.inflight, return_when=cf.FIRST_COMPLETED)
             self._reap()
-            self._raise()
+        if self.error is not None:  # nothing more is sent; close() raises it
+            return None
         number, self.number = self.number, self.number + 1
         payload = _Body(source) if source is not None else bytes(body) if isinstance(body, memoryview) else body
         fut = self._submit(self._part(number, payload), len(body))
@@ -282,11 +293,12 @@ class MultipartWriter:
     def _sync(self, coro: Any) -> Any:
         return asyncio.run_coroutine_threadsafe(coro, self.fs.loop).result()
 
-    def _wait(self, futs: list) -> None:
+    def _wait(self, futs: list, raise_: bool = True) -> None:
         if futs:
             cf.wait(futs)
         self._reap()
-        self._raise()
+        if raise_:
+            self._raise()
 
     def _reap(self) -> None:
         for fut in [f for f in self.inflight if f.done()]:
