@@ -48,6 +48,8 @@ enum uvmc_key_id {
     UVMC_K_ASYNC_SPILL,
     UVMC_K_REPORT,
     UVMC_K_STOCK,
+    UVMC_K_S3_CONCURRENCY,
+    UVMC_K_S3_PART_SIZE,
 };
 
 struct uvmc_key {
@@ -76,6 +78,9 @@ static const struct uvmc_key uvmc_keys[] = {
     {"async_spill", UVMC_K_ASYNC_SPILL, UVMC_KEY_SIZE, " (auto|required|off)"},
     {"report", UVMC_K_REPORT, UVMC_KEY_PATH, " (a file path without blanks, at most 255 bytes; empty = none)"},
     {"stock", UVMC_K_STOCK, UVMC_KEY_BOOL, " (on|off)"},
+    /* read by the Python package: a save's concurrent multipart upload through s3fs */
+    {"s3_concurrency", UVMC_K_S3_CONCURRENCY, UVMC_KEY_COUNT, " (1..64)"},
+    {"s3_part_size", UVMC_K_S3_PART_SIZE, UVMC_KEY_SIZE, " (a whole number of bytes or of a unit in 5MiB..5GiB, e.g. 16MiB)"},
 };
 
 static const char *const uvmc_prefetch_names[] = {"none", "host", "device"};
@@ -225,6 +230,12 @@ static void uvmc_format_current(const struct uvmc_config *cfg, enum uvmc_key_id 
         break;
     case UVMC_K_STOCK:
         snprintf(buf, len, "%s", cfg->stock ? "on" : "off");
+        break;
+    case UVMC_K_S3_CONCURRENCY:
+        snprintf(buf, len, "%u", cfg->s3_concurrency);
+        break;
+    case UVMC_K_S3_PART_SIZE:
+        uvmc_format_size(cfg->s3_part_size, buf, len);
         break;
     case UVMC_K_ASYNC_MEMORY_BUDGET:
         if (cfg->async_memory_budget_auto)
@@ -447,6 +458,8 @@ void uvmc_config_defaults(struct uvmc_config *cfg)
     cfg->async_spill = UVMC_ASYNC_SPILL_AUTO;
     cfg->report[0] = '\0';
     cfg->stock = false;
+    cfg->s3_concurrency = UVMC_DEFAULT_S3_CONCURRENCY;
+    cfg->s3_part_size = UVMC_DEFAULT_S3_PART_SIZE;
 }
 
 /* A chunk_size in 4KiB..1TiB that whole 2MiB units either hold or are made of. */
@@ -528,6 +541,8 @@ bool uvmc_config_set(struct uvmc_config *cfg, const char *key, const char *value
             if (ok && !uvmc_chunk_fits(sz))
                 return uvmc_chunk_refuse(cfg, s, n, sz, where, diag, ctx);
         }
+        if (ok && k->id == UVMC_K_S3_PART_SIZE)
+            ok = sz >= UVMC_S3_PART_MIN && sz <= UVMC_S3_PART_MAX;
         break;
     case UVMC_KEY_COUNT:
         ok = uvmc_parse_count_n(s, n, &u);
@@ -573,6 +588,8 @@ bool uvmc_config_set(struct uvmc_config *cfg, const char *key, const char *value
     case UVMC_K_INTERCEPT_DLSYM: cfg->intercept_dlsym = b; break;
     case UVMC_K_DCP_VIEWS: cfg->dcp_views = b; break;
     case UVMC_K_STOCK: cfg->stock = b; break;
+    case UVMC_K_S3_CONCURRENCY: cfg->s3_concurrency = u; break;
+    case UVMC_K_S3_PART_SIZE: cfg->s3_part_size = sz; break;
     case UVMC_K_ASYNC_MEMORY_BUDGET: /* uvmc_set_async */
     case UVMC_K_ASYNC_SPILL_DIR:
     case UVMC_K_ASYNC_SPILL:

@@ -35,6 +35,9 @@ struct uvmc_config {
     enum uvmc_async_spill async_spill;    /* auto, required (refuse a call that cannot spill), off */
     char report[UVMC_REPORT_MAX]; /* file the package appends one JSON line per checkpoint to; "" = none (Python only) */
     bool stock;                   /* true: everything passes through, the package only measures (uvmchunk-run --stock) */
+    /* a save's record through s3fs as a concurrent multipart upload (read by Python only) */
+    unsigned s3_concurrency;      /* parts in flight at most, 1..64 */
+    size_t s3_part_size;          /* bytes per part, 5MiB..5GiB (S3's multipart limits) */
 };
 
 /* Built-in defaults (see config/uvmchunk.conf for the reasoning). */
@@ -45,6 +48,10 @@ struct uvmc_config {
 #define UVMC_DEFAULT_PINNED_THRESHOLD ((size_t)1 << 30)
 #define UVMC_DEFAULT_COPY_THREADS 4u
 #define UVMC_COPY_THREADS_MAX 64u
+#define UVMC_DEFAULT_S3_CONCURRENCY 8u
+#define UVMC_DEFAULT_S3_PART_SIZE ((size_t)16 << 20)
+#define UVMC_S3_PART_MIN ((size_t)5 << 20)  /* S3 user guide, "Amazon S3 multipart upload limits" */
+#define UVMC_S3_PART_MAX ((size_t)5 << 30)
 
 /* Receives one diagnostic: the mistake ("f.conf:3: bad value '-5M' for threshold (...)") and what the
  * library does about it when it runs anyway ("keeping 256MiB", "ignored"). Neither has a newline or

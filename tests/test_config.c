@@ -20,7 +20,7 @@
 
 #define KEYS                                                                                             \
     "enabled, threshold, chunk_size, depth, prefetch, log_level, stats, pinned_threshold, engine, "      \
-    "copy_threads, intercept_dlsym, dcp_views, async_memory_budget, async_spill_dir, async_spill, report, stock"
+    "copy_threads, intercept_dlsym, dcp_views, async_memory_budget, async_spill_dir, async_spill, report, stock, s3_concurrency, s3_part_size"
 
 #define DIAG_KEEP 16
 struct diag_log {
@@ -74,6 +74,8 @@ static void assert_default(const struct uvmc_config *c)
     ck_assert_int_eq(c->log_level, UVMC_LOG_NOTICE);
     ck_assert_str_eq(c->report, "");
     ck_assert(!c->stats);
+    ck_assert_uint_eq(c->s3_concurrency, UVMC_DEFAULT_S3_CONCURRENCY);
+    ck_assert_uint_eq(c->s3_part_size, UVMC_DEFAULT_S3_PART_SIZE);
 }
 
 static void assert_same(const struct uvmc_config *a, const struct uvmc_config *b)
@@ -86,6 +88,8 @@ static void assert_same(const struct uvmc_config *a, const struct uvmc_config *b
     ck_assert_int_eq(a->log_level, b->log_level);
     ck_assert_int_eq(a->stats, b->stats);
     ck_assert_str_eq(a->report, b->report);
+    ck_assert_uint_eq(a->s3_concurrency, b->s3_concurrency);
+    ck_assert_uint_eq(a->s3_part_size, b->s3_part_size);
 }
 
 /* ---- sizes ---------------------------------------------------------------------------------- */
@@ -193,6 +197,8 @@ static const struct {
     {"prefetch", "host"}, {"prefetch", "device"}, {"log_level", "error"}, {"log_level", "warn"},
     {"log_level", "info"}, {"log_level", "debug"}, {"log_level", "notice"}, {"stats", "on"}, {"stats", "off"},
     {"report", "/tmp/uvmchunk-report.jsonl"}, {"report", ""}, {"report", " rel/r.jsonl "},
+    {"s3_concurrency", "1"}, {"s3_concurrency", "64"}, {"s3_part_size", "5MiB"}, {"s3_part_size", "5GiB"},
+    {"s3_part_size", "16MiB"}, {"s3_part_size", "5242880"},
 };
 
 static const struct {
@@ -209,6 +215,8 @@ static const struct {
     {"depth", "99999999999999999999"}, {"depth", "4K"}, {"prefetch", "gpu"}, {"prefetch", ""},
     {"prefetch", "hostdevice"}, {"log_level", "verbose"}, {"log_level", "3"}, {"log_level", ""},
     {"stats", "sometimes"}, {"stats", ""}, {"report", "/tmp/a b.jsonl"},
+    {"s3_concurrency", "0"}, {"s3_concurrency", "65"}, {"s3_part_size", "5242879"}, {"s3_part_size", "4MiB"},
+    {"s3_part_size", "5121MiB"}, {"s3_part_size", "6GiB"}, {"s3_part_size", "x"},
 };
 
 START_TEST(key_good)

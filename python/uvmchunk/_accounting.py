@@ -28,6 +28,8 @@ FIELDS = (
     "stock_pinned_bytes",    # what stock DCP would page-lock for the viewed tensors (power of two)
     "spilled_bytes",         # async_save: managed bytes staged in a file-backed mapping
     "changed_tensors",       # save: viewed tables written otherwise than torch.save's CRC-32 pass read them
+    "upload_bytes",          # save: bytes a concurrent multipart upload sent (uvmchunk._uploads)
+    "upload_connections",    # save: the most of its requests in flight at once (a peak, see most())
 )
 
 
@@ -99,6 +101,25 @@ def add(field: str, n: int = 1, call: Optional[Call] = None) -> None:
     if call is not None:
         with _lock:
             call.counts[field] += n
+
+
+def most(field: str, n: int, call: Optional[Call] = None) -> None:
+    """Raises `field` of `call` (default: the current() one) to `n` if it is below: a peak, such as
+    the most requests in flight at once (the process totals sum the calls' peaks)."""
+    call = call or current()
+    if call is not None:
+        with _lock:
+            call.counts[field] = max(call.counts[field], n)
+
+
+def span(key: str, start: float, end: float, call: Optional[Call] = None) -> None:
+    """Widens the note `key` of `call` (default: the current() one), a (start, end) pair of
+    time.monotonic() seconds, to cover `start`..`end`: the time work spread over threads took."""
+    call = call or current()
+    if call is not None:
+        with _lock:
+            lo, hi = call.notes.get(key, (start, end))
+            call.notes[key] = (min(lo, start), max(hi, end))
 
 
 def note(key: str, value: Any, call: Optional[Call] = None) -> None:

@@ -93,7 +93,8 @@ def in_pieces(create_stream: Callable) -> Callable:
     that are not local files take writes in pieces; readable streams are its own, and so are local
     ones but while an async_save's spill is mapped (uvmchunk._spill_upload.upload_hook): then they take
     writes in pieces too, and on either kind the spill's pages a piece was written from are dropped
-    after it."""
+    after it. A save's s3fs file is written as one concurrent multipart upload instead
+    (uvmchunk._uploads), from the caller's buffers; a failure inside aborts it."""
     @contextlib.contextmanager
     def create(path: Any, mode: str) -> Iterator[Any]:
         with create_stream(path, mode) as stream:
@@ -103,6 +104,16 @@ def in_pieces(create_stream: Callable) -> Callable:
             from . import _spill_file, _spill_upload  # import torch: only once a save writes
             hook = _spill_upload.upload_hook()
             if not _local(stream):
+                from . import _uploads
+                if _uploads.applies(stream, mode):  # s3fs: concurrent parts, not S3File's serial ones
+                    up = _uploads.writer(stream, hook)
+                    try:
+                        yield up
+                    except BaseException:
+                        up.abort()
+                        raise
+                    up.close()  # DCP closed it (filesystem.py, _write_files_from_queue): nothing left
+                    return
                 yield PieceWriter(stream, chunk_bytes(), hook)
             else:
                 yield stream if hook is None else PieceWriter(stream, _spill_file.BLOCK, hook)

@@ -111,7 +111,7 @@ def use(a, endpoint):
 
 def kill_when(a, pid, what):
     """Kills the server `pid` (SIGKILL) from inside the client's own calls: `what` "save", once
-    the save has uploaded a part (s3fs: after its first _upload_chunk; the connector: after its
+    the save has uploaded a part (s3fs: as the library's upload sends its second part; the connector: after its
     S3Writer took two pieces, uploading in the background); "load", before the client's third
     ranged read of a piece (two pieces have landed). Returns the undo."""
     state = {"n": 0}
@@ -123,8 +123,10 @@ def kill_when(a, pid, what):
     if a.client == "s3fs" and what == "load":
         return kill_mid_body(kill)
     if a.client == "s3fs":
-        from s3fs.core import S3File as cls
-        name = "_upload_chunk"
+        # a save's file goes as one concurrent multipart upload (python/uvmchunk/_uploads.py), not
+        # through S3File's _upload_chunk: killed as its second part is sent (the first in flight)
+        from uvmchunk._uploads import MultipartWriter as cls
+        name = "_send"
     elif what == "save":
         from s3torchconnector import S3Writer as cls
         name = "write"
@@ -134,6 +136,11 @@ def kill_when(a, pid, what):
     orig = getattr(cls, name)
 
     def hooked(*args, **kw):
+        if what == "save" and a.client == "s3fs":
+            state["n"] += 1
+            if state["n"] == 2:
+                kill()
+            return orig(*args, **kw)
         if what == "save":
             out = orig(*args, **kw)
             state["n"] += memoryview(args[1]).nbytes >= MIB if a.client == "connector" else 1

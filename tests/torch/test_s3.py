@@ -133,7 +133,9 @@ def test_store_fault_raises_the_clients_error():
 def test_report_names_the_store(server, tmp_path):
     """The per-checkpoint line and record (python/uvmchunk/_report.py) name the store and the
     client: "; to s3://BUCKET/NAME (s3fs)" on a save through checkpoint_id="s3://...", "(s3torchconnector)"
-    through S3StorageWriter / S3StorageReader, "from" on a load; a 4 MiB table each, one run per client."""
+    through S3StorageWriter / S3StorageReader, "from" on a load; a 4 MiB table each, one run per client.
+    A save through s3fs also says its upload's connections and rate ("(s3fs, 1 connection, 1 MiB at
+    17.4 MiB/s)"), its bytes those of the stored objects."""
     for client, name in (("s3fs", "s3fs"), ("connector", "s3torchconnector")):
         _need(CLIENTS[client])
         report = tmp_path / f"{client}.jsonl"
@@ -146,9 +148,25 @@ def test_report_names_the_store(server, tmp_path):
         table = [x for x in recs if x["store"] == f"s3://{b}/named"]
         assert [x["call"] for x in table] == ["dcp.save", "dcp.load"], recs
         assert all(x["store_client"] == name for x in recs), recs
+        # through s3fs a save's file goes as one concurrent upload (python/uvmchunk/_uploads.py):
+        # the record counts its bytes, to the byte the objects' (one file here), and the line says
+        # its connections and rate
+        if client == "s3fs":
+            import s3fs
+            fs = s3fs.S3FileSystem(client_kwargs={"endpoint_url": server}, key="testing", secret="testing")
+            stored = sum(fs.size(p) for p in fs.ls(f"{b}/named") if p.endswith(".distcp"))
+            assert table[0]["upload_bytes"] == stored and table[0]["upload_connections"] >= 1, table[0]
+            assert table[0]["upload_seconds"] > 0, table[0]
         for call, way in (("dcp.save", "to"), ("dcp.load", "from")):
+            how = name
+            if client == "s3fs" and call == "dcp.save":
+                from uvmchunk._report import size_text
+                rec = table[0]
+                n = rec["upload_connections"]
+                how += (f", {n} connection{'s' if n != 1 else ''}, {size_text(rec['upload_bytes'])} at "
+                        f"{size_text(rec['upload_bytes'] / rec['upload_seconds'])}/s")
             lines = [ln for ln in r.err.splitlines() if ln.startswith(f"uvmchunk: rank 0 {call} ")
-                     and ln.endswith(f"; {way} s3://{b}/named ({name})")]
+                     and ln.endswith(f"; {way} s3://{b}/named ({how})")]
             assert len(lines) == 1, r.describe()
             print(lines[0])
 
@@ -210,3 +228,61 @@ def test_reshard_through_s3fs(server):
         assert cases[name]["direct_read_bytes"] == 96 * 1024 and cases[name]["bounce_bytes"] == 0, r.describe()
     for name in ("table_to_cols", "inner_dim1", "inner_dim2", "rows_to_cols3d"):
         assert 0 < cases[name]["bounce_bytes"] <= 64 << 10, (name, r.describe())
+
+
+UPLOAD_FAULT = r'''
+import sys
+sys.path.insert(0, sys.argv[2])
+import s3fs
+from uvmchunk import _uploads
+
+fs = s3fs.S3FileSystem(client_kwargs={"endpoint_url": sys.argv[1]}, key="testing", secret="testing")
+bucket = sys.argv[3]
+data = bytes(range(256)) * (48 << 12)  # 12 MiB: parts of 5, 5 and 2 MiB
+# a part refused by the store: the client's error comes back, the upload is aborted
+real = fs._call_s3
+
+async def flaky(method, *a, **kw):
+    if method == "upload_part" and kw.get("PartNumber") == 2:
+        raise PermissionError("part 2 refused")
+    return await real(method, *a, **kw)
+
+fs._call_s3 = flaky
+f = fs.open(f"{bucket}/bad", "wb")
+w = _uploads.MultipartWriter(f, 2, 5 << 20)
+try:
+    w.write(memoryview(data))
+    w.close()
+    print("NO ERROR")
+except PermissionError as e:
+    w.abort()
+    f.close()
+    print("ERROR", e)
+fs._call_s3 = real
+print("UPLOADS", len(fs.call_s3("list_multipart_uploads", Bucket=bucket).get("Uploads", [])))
+print("EXISTS", fs.exists(f"{bucket}/bad"))
+# the same bytes through the concurrent upload and through S3File alone: equal objects
+with fs.open(f"{bucket}/ours", "wb") as f:
+    w = _uploads.MultipartWriter(f, 2, 5 << 20)
+    w.write(data[:100]); w.write(memoryview(data)[100:]); w.close()
+with fs.open(f"{bucket}/stock", "wb", block_size=5 << 20) as f:
+    f.write(data)
+fs.invalidate_cache()
+print("EQUAL", fs.cat_file(f"{bucket}/ours") == fs.cat_file(f"{bucket}/stock") == data)
+'''
+
+
+def test_concurrent_upload_fault_aborts(server):
+    """The concurrent multipart upload (python/uvmchunk/_uploads.py) of a 12 MiB file in 5 MiB
+    parts, two in flight, one part refused: the client's error is raised, the upload aborted (the
+    bucket lists no incomplete upload: S3 bills an incomplete upload's parts) and no object is
+    left; the same bytes written in two writes come back equal to S3File's own upload of them."""
+    import subprocess
+    _need(CLIENTS["s3fs"])
+    b = _bucket(server, "uvmc-upload-fault")
+    pkg = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python")
+    out = subprocess.run([sys.executable, "-c", UPLOAD_FAULT, server, pkg, b], capture_output=True, text=True,
+                         timeout=120, env={**os.environ, **CREDENTIALS})
+    print(out.stdout, out.stderr[-2000:])
+    assert "ERROR part 2 refused" in out.stdout, out
+    assert "UPLOADS 0" in out.stdout and "EXISTS False" in out.stdout and "EQUAL True" in out.stdout, out

@@ -1,0 +1,48 @@
+"""The S3 benchmark: moto behind throttle.py (each connection limited as S3 limits it, 8 MiB/s and
+2 ms by default), a managed table saved and loaded with dcp.save / dcp.load stock and under the
+library through each client, beside the client's own fastest transfer of the same bytes (s3fs's
+pipe_file and cat_file, the connector's put_object and get_object; s3_body.raw_transfers). Figures
+printed, with their ratios; never asserted as times. UVMC_S3_BENCH=1: the full run (256 and 768
+MiB); otherwise a smoke of a few seconds (4 MiB) that asserts only bitwise equality and a memory
+bound with a wide margin. UVMC_S3_BENCH_RATE / UVMC_S3_BENCH_DELAY set the throttle."""
+import os
+
+import pytest
+
+import throttle
+from s3_server import need, server  # noqa: F401  (server: a fixture)
+from test_s3 import CLIENTS, MIB, s3_run
+
+FULL = os.environ.get("UVMC_S3_BENCH") == "1"
+SIZES = (256 * MIB, 768 * MIB) if FULL else (4 * MIB,)
+
+
+@pytest.fixture(scope="module")
+def throttled(server):
+    rate = float(os.environ.get("UVMC_S3_BENCH_RATE", throttle.DEFAULT_RATE))
+    delay = float(os.environ.get("UVMC_S3_BENCH_DELAY", throttle.DEFAULT_DELAY))
+    proc, url = throttle.start(server, rate, delay)
+    try:
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait()
+
+
+@pytest.mark.parametrize("client", sorted(CLIENTS))
+def test_bench(throttled, client):
+    """Stock, the library and the client's own transfer of the same bytes, save and load."""
+    need(CLIENTS[client])
+    for size in SIZES:
+        _, stock = s3_run(throttled, client, "stock", size, f"bench-stock-{size // MIB}")
+        _, lib = s3_run(throttled, client, "auto", size, f"bench-lib-{size // MIB}", raw_upload=True)
+        own = ("pipe_file", "cat_file") if client == "s3fs" else ("put_object", "get_object")
+        line = [f"bench {client} {size // MIB} MiB:"]
+        for side, raw, name in (("save", "raw_up_s", own[0]), ("load", "raw_s", own[1])):
+            ours, theirs, st = lib[f"{side}_s"], lib[raw], stock[f"{side}_s"]
+            line.append(f"{side} stock {st:.2f} s, library {ours:.2f} s (+{lib[f'{side}_peak_extra'] / MIB:.0f} MiB), "
+                        f"{name} {theirs:.2f} s: {ours / theirs:.2f}x own, {ours / st:.2f}x stock;")
+        print(" ".join(line))
+        assert lib["equal"] and stock["equal"], (stock, lib)
+        # wide: a bound on what the library's save and load hold, not a figure to reach
+        assert lib["save_peak_extra"] <= 256 * MIB and lib["load_peak_extra"] <= 256 * MIB, lib
