@@ -91,7 +91,7 @@ uvmc_torch_ready() { # VENV VERSION: torch (a CUDA build), pytest and the pair, 
     set=$(uvmc_torch_set "$2")
     read -r _ fb rec _ <<<"$set"
     [ -x "$1/bin/python" ] && "$1/bin/python" -c "
-import sys, importlib.metadata as md, pytest, torch
+import sys, importlib.metadata as md, pytest, hypothesis, torch
 want = {'torchrec': '$rec', 'fbgemm-gpu': '$fb'}
 def have(p):
     try:
@@ -114,7 +114,7 @@ uvmc_install_python_try() { # VENV VERSION
     local set fb rec pkgs constraints
     set=$(uvmc_torch_set "$2")
     read -r _ fb rec _ <<<"$set"
-    pkgs=("torch==$2" pytest numpy)
+    pkgs=("torch==$2" pytest hypothesis numpy)
     if [ "$fb" != - ]; then pkgs+=("fbgemm-gpu==$fb" "torchrec==$rec"); fi
     if ! python3 -c 'import venv, ensurepip' 2>/dev/null; then
         local sudo=""

@@ -11,9 +11,17 @@
 #
 # --quick: the default PyTorch version only, the strict simulator, every suite but those labelled
 # slow (tests/README.md, "Time"), for use while developing; no other venv is installed.
+# --soak MINUTES: only the differential fuzzer (torch_fuzz, tests/torch/test_fuzz.py) with the default
+# PyTorch version, searching for MINUTES instead of its CI budget (UVMC_FUZZ_SEED reruns a seed).
 source "$(dirname "$0")/setup.sh"
 quick=0
 if [ "${1:-}" = --quick ]; then quick=1; shift; fi
+soak=""
+if [ "${1:-}" = --soak ]; then
+    soak=${2:?--soak MINUTES}
+    shift 2
+    quick=1
+fi
 werror=OFF
 [ "${CI:-}" = true ] && werror=ON
 started=$SECONDS
@@ -196,6 +204,23 @@ if ((UVMC_TEST_JOBS == 1)) && [ -n "$installer" ]; then
     installer=""
 fi
 finish_sanitizers
+if [ -n "$soak" ]; then
+    # CTest's TIMEOUT property (600 s) would stop a longer search: run the suite's own command
+    # with its environment as CTest has them, without a limit
+    (cd "$UVMC_BUILD" && ctest -R '^torch_fuzz$' --show-only=json-v1) | "$main_py" -c '
+import json, os, sys
+(t,) = json.load(sys.stdin)["tests"]
+env = dict(os.environ)
+for p in t.get("properties", []):
+    if p["name"] == "ENVIRONMENT":
+        env.update(kv.split("=", 1) for kv in p["value"])
+env["UVMC_FUZZ_SECONDS"] = str(int(float(sys.argv[1]) * 60))
+os.chdir(os.path.join(sys.argv[2], "tests", "torch"))
+os.execvpe(t["command"][0], t["command"], env)' "$soak" "$UVMC_BUILD" && echo "uvmchunk: the $soak-minute soak found nothing" && exit 0
+    failed+=("torch_fuzz --soak $soak")
+    printf 'uvmchunk: FAILED: %s\n' "${failed[@]}"
+    exit 1
+fi
 if ((quick)); then
     start_job main "every suite but the slow ones (PyTorch $UVMC_TORCH_VERSION, --quick)" \
         "$(torch_env "$UVMC_TORCH_VERSION")" -- -LE slow
