@@ -37,16 +37,11 @@ import s3_server
 
 BODY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fuzz_body.py")
 MIB = 1 << 20
-# issue 38's items 1-7, being fixed by other branches: their generators and examples are off
-PENDING = {
-    "s3_replaced_during_load",    # 38.1 (generator not written: needs a second writer timed into a load)
-    "neg_conj_views",             # 38.2
-    "small_full_fs",              # 38.3 (generator not written: needs a small file system)
-    "subclassed_stager",          # 38.4
-    "self_containing",            # 38.5
-    "two_threads",                # 38.6
-    "table_changed_during_save",  # 38.7
-}
+# Divergences known but not generated here: their names turn off what exists of them (issue 38's
+# items 1 and 3 have no generator yet: a second writer timed into a load, a small file system; they are
+# tests/torch/test_s3_version.py and test_spill.py's no-room test). 38.6's example runs, but what it
+# changed (views, lines, a page-locked block) is not among what a worker compares: test_calls.py.
+PENDING: set[str] = set()
 # UVMC_FUZZ_ENABLE=name,name: turns those on anyway (to see a fix hold, or a divergence found)
 PENDING -= set(filter(None, os.environ.get("UVMC_FUZZ_ENABLE", "").split(",")))
 # The library's settings: small thresholds and pieces, so that tensors of KiB take every path a
