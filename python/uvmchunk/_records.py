@@ -48,10 +48,10 @@ _COPY = 1 << 20                # bytes per copy a viewed table's data is written
 def _managed(view: memoryview) -> bool:
     """The buffer lies in CUDA managed memory: a view of a table's pages (uvmchunk._views)."""
     from ._cuda import rt
-    from ._spill import _address
+    from ._spill_upload import buffer_address
 
     runtime = rt()
-    address = _address(view)
+    address = buffer_address(view)
     return runtime is not None and address is not None and runtime.is_managed(address)
 
 

@@ -39,7 +39,7 @@ def upload_hook() -> Optional[Callable[[memoryview], None]]:
 def _uploaded(piece: memoryview) -> None:
     """The upload wrote `piece`: the pages of the spill mappings it lies in, which it read through
     the mapping, are dropped (drop_cache)."""
-    start = _address(piece)
+    start = buffer_address(piece)
     if start is None:
         return
     end = start + piece.nbytes
@@ -58,7 +58,7 @@ class _PyBuffer(ctypes.Structure):
                 ("suboffsets", ctypes.c_void_p), ("internal", ctypes.c_void_p)]
 
 
-def _address(view: memoryview) -> Optional[int]:
+def buffer_address(view: memoryview) -> Optional[int]:
     """The address of a contiguous buffer's first byte (torch.save hands its stream a read-only
     memoryview of a storage, which ctypes' from_buffer refuses), or None."""
     buf = _PyBuffer()

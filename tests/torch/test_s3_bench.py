@@ -14,7 +14,9 @@ from s3_server import need, server  # noqa: F401  (server: a fixture)
 from test_s3 import CLIENTS, MIB, s3_run
 
 FULL = os.environ.get("UVMC_S3_BENCH") == "1"
-SIZES = (256 * MIB, 768 * MIB) if FULL else (4 * MIB,)
+# UVMC_S3_BENCH_MIB=256: the full run at those sizes only (MiB, comma-separated)
+SIZES = (tuple(int(m) * MIB for m in os.environ.get("UVMC_S3_BENCH_MIB", "256,768").split(","))
+         if FULL else (4 * MIB,))
 
 
 @pytest.fixture(scope="module")
