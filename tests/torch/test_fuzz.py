@@ -326,6 +326,16 @@ _counter = [0]
 _seconds = {}  # seconds each worker spent on examples
 
 
+_undecided = [0]
+
+
+def on_simulator_only(stock):
+    """Whether stock's run failed only because the simulated runtime runs no kernels (its
+    cudaErrorNotSupported, tests/sim/README.md), not as it would on a GPU."""
+    return any("AcceleratorError" in str(op.get("error")) and "operation not supported" in str(op.get("trace"))
+               for op in stock.get("ops", ()))
+
+
 def check(workers, spec):
     stock_w, lib_w, _ = workers
     _counter[0] += 1
@@ -336,6 +346,12 @@ def check(workers, spec):
     stock, lib = stock_w.receive(), lib_w.receive()
     for side, res in (("stock", stock), ("library", lib)):
         _seconds[side] = _seconds.get(side, 0.0) + res.get("seconds", 0.0)
+    if on_simulator_only(stock):
+        # stock needed a device kernel (a neg / conj view's .cpu() or copy_ into a CUDA target) that the
+        # simulator cannot run: its outcome on hardware is unknown here, so the example decides nothing
+        # (tests/torch/test_records.py holds those cases against a CPU reference instead)
+        _undecided[0] += 1
+        hypothesis.assume(False)
     diff = differences(stock, lib)
     if "worker_lost" in lib:
         diff.append(f"library worker log: {lib_w.tail()}")
@@ -348,20 +364,21 @@ def check(workers, spec):
 
 # Divergences found, kept as named examples (spec, the PENDING name that disables it or None).
 KNOWN = {
-    # 38.2: a negative view of a float32 table loads into a managed table with its sign lost
+    # 38.2: a negative view of a float32 table, saved and loaded (into managed tables: tests/torch/
+    # test_records.py, against a CPU reference: stock's sign kernel does not run on the simulator)
     "neg_view": ({"bases": [{"where": "cpu", "dtype": "float32", "seed": 1, "numel": 64}],
                   "entries": [{"path": ["w"], "kind": "tensor", "base": 0, "shape": [64], "form": "neg",
                                "offset": 0, "param": False}],
                   "store": "local",
                   "ops": [{"op": "save", "api": "save", "planner": "default"},
-                          {"op": "load", "target": "managed", "planner": "default"}]}, "neg_conj_views"),
+                          {"op": "load", "target": "cpu", "planner": "default"}]}, "neg_conj_views"),
     # 38.2: a conjugate view of complex64
     "conj_view": ({"bases": [{"where": "cpu", "dtype": "complex64", "seed": 2, "numel": 32}],
                    "entries": [{"path": ["c"], "kind": "tensor", "base": 0, "shape": [32], "form": "conj",
                                 "offset": 0, "param": False}],
                    "store": "local",
                    "ops": [{"op": "save", "api": "save", "planner": "default"},
-                           {"op": "load", "target": "managed", "planner": "default"}]}, "neg_conj_views"),
+                           {"op": "load", "target": "cpu", "planner": "default"}]}, "neg_conj_views"),
     # 38.4: a DefaultStager subclass whose _stage takes no extra keywords
     "strict_stager": ({"bases": [{"where": "managed_cpu", "dtype": "float32", "seed": 3, "numel": 4096}],
                        "entries": [{"path": ["t"], "kind": "tensor", "base": 0, "shape": [4096], "form": "plain",
@@ -424,4 +441,5 @@ def test_search(workers):
         hypothesis.seed(seed + rounds)(one)()
         rounds += 1
     print(f"torch_fuzz: {ran[0]} examples in {rounds} rounds, {time.monotonic() - t0:.0f} s "
-          f"(per store {counts}; worker seconds {_seconds}); workers restarted: stock {workers[0].restarts}, library {workers[1].restarts}")
+          f"(per store {counts}; worker seconds {_seconds}; {_undecided[0]} left undecided: stock needed a "
+          f"kernel the simulator cannot run); workers restarted: stock {workers[0].restarts}, library {workers[1].restarts}")
