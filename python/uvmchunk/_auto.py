@@ -239,11 +239,14 @@ def install_auto_views(views: bool = True, stock: bool = False) -> None:
     wrap_entry(state_dict_saver, "save_state_dict", DefaultSavePlanner, "storage_writer", after_save)
     wrap_entry(state_dict_loader, "load_state_dict", DefaultLoadPlanner, "storage_reader", after_save)
     _mark_inner_saves(_patched)
+    if views:
+        # first: a wrapper installed later sits nearer the stream, so RecordCheck wraps what _streams
+        # hands out (an s3fs save's concurrent upload, which must see s3fs's own file to apply)
+        _records.install()  # a viewed table changed during a save: its record's CRC-32 still true
     if not stock:
         _streams.install()  # a store's streams (fsspec, s3torchconnector) written in pieces, not whole records
     if views:
         _spill_stage.install(_patched)
-        _records.install()  # a viewed table changed during a save: its record's CRC-32 still true
 
     def patch(cls: type, resolve: str, methods: tuple[str, ...], mixin: type, on_save: bool) -> None:
         orig_setup, orig_resolve = cls.set_up_planner, getattr(cls, resolve)
