@@ -79,6 +79,11 @@ def shape(readme: str) -> list[str]:
     wrong = []
     if words(text) > MAX_WORDS:
         wrong.append(f"README.md has {words(text)} words, more than {MAX_WORDS}: move detail to docs/")
+    # which Python the clients go into (issue 40.6): said in the S3 section, with the .venv form once
+    s3 = text.split("## Checkpoint to S3", 1)[-1].split("\n## ", 1)[0]
+    if "environment the job runs in" not in s3 or ".venv/bin/pip install s3fs 's3torchconnector[dcp]'" not in s3:
+        wrong.append("README.md's S3 section does not say which Python the clients go into "
+                     "(the job's environment, and the .venv/bin/pip form once)")
     docs = os.path.join(top, "docs")
     pages = sorted(os.path.join(docs, f) for f in os.listdir(docs) if f.endswith(".md")) if os.path.isdir(docs) else []
     wrong += [f"a link or path that does not resolve: {b}" for b in broken_links([os.path.abspath(readme)] + pages, top)]
