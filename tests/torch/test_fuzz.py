@@ -286,6 +286,17 @@ def op_lists(draw, store):
 
 # ---- comparison ---------------------------------------------------------------------------------
 
+def _shapes(values):
+    """fuzz_body.state_digest's answer without the tensors' byte digests (dtype and shape kept)."""
+    if isinstance(values, tuple) and len(values) == 3 and isinstance(values[0], str) and values[0].startswith("torch."):
+        return values[:2]
+    if isinstance(values, dict):
+        return {k: _shapes(v) for k, v in values.items()}
+    if isinstance(values, (list, tuple)):
+        return [_shapes(v) for v in values]
+    return values
+
+
 def differences(stock, lib):
     """What the library's outcome does differently from stock's (empty: the same)."""
     out = []
@@ -302,9 +313,19 @@ def differences(stock, lib):
         if stock.get("build_error") != lib.get("build_error"):
             out.append(f"building the state dict: stock {stock.get('build_error')}, library {lib.get('build_error')}")
         return out
+    racy = False  # the checkpoint was written while a table changed: its values are a race's
     for i, (s, l) in enumerate(zip(stock["ops"], lib["ops"])):
+        if s["op"] == "changing":
+            racy = True
+        elif s["op"] != "load" and "error" not in s:
+            racy = False
         for key in ("error", "files", "values", "uploads_left", "side_error", "side_files", "consistent"):
-            if s.get(key) != l.get(key):
+            sv, lv = s.get(key), l.get(key)
+            if racy and key == "values" and sv and lv:
+                # which pattern each item caught differs from run to run on stock itself: only
+                # what was loaded (names, dtypes, shapes) is compared
+                sv, lv = _shapes(sv), _shapes(lv)
+            if sv != lv:
                 why = f"op {i} ({s['op']}) {key}: stock {s.get(key)!r}, library {l.get(key)!r}"
                 if "trace" in l:
                     why += f"\nlibrary's trace: {l['trace']}"
@@ -405,6 +426,15 @@ KNOWN = {
                         "entries": [{"path": ["t"], "kind": "tensor", "base": 0, "shape": [1 << 20], "form": "plain",
                                      "offset": 0, "param": False}],
                         "store": "local", "ops": [{"op": "changing"}]}, "table_changed_during_save"),
+    # found by the search (CI, seed 2045008375): two names tied to one managed element saved while it
+    # changed caught different patterns, stock and library in a different order; a load after such
+    # a save compares only names, dtypes and shapes (differences())
+    "tied_names_changing": ({"bases": [{"where": "managed_gpu", "dtype": "float32", "seed": 0, "numel": 1}],
+                             "entries": [{"path": [n], "kind": "tensor", "base": 0, "shape": [1], "form": "plain",
+                                          "offset": 0, "param": False} for n in ("_", ".a")],
+                             "store": "local",
+                             "ops": [{"op": "changing"}, {"op": "load", "target": "same", "planner": "default"}]},
+                            "table_changed_during_save"),
 }
 
 
