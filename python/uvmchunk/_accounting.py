@@ -30,6 +30,8 @@ FIELDS = (
     "changed_tensors",       # save: viewed tables written otherwise than torch.save's CRC-32 pass read them
     "upload_bytes",          # save: bytes a concurrent multipart upload sent (uvmchunk._uploads)
     "upload_connections",    # save: the most of its requests in flight at once (a peak, see most())
+    "download_bytes",        # load: bytes direct reads fetched as concurrent parts (uvmchunk._downloads)
+    "download_connections",  # load: the most of those requests in flight at once (a peak)
 )
 
 

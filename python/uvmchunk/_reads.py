@@ -34,7 +34,7 @@ from typing import Any, Optional
 import torch
 from torch.futures import Future
 
-from . import _accounting, _versions
+from . import _accounting, _downloads, _versions
 from ._config import say_once, stock
 from ._cuda import rt
 from ._streams import Source, chunk_bytes, frames_released, kind_of, open_source
@@ -212,15 +212,16 @@ class _Reads:
 
     def pread(self, src: Source, out: memoryview, at: int, item: str) -> None:
         """Fills `out` from file offset `at`, a chunk at a time (``Source.fill``: one request for
-        all of `out` where the store streams it); a file that ends early is an error naming the item
-        (the bytes read so far, counted to the byte, have landed)."""
+        all of `out` where the store streams it; concurrent parts on a store, uvmchunk._downloads); a
+        file that ends early is an error naming the item (the bytes read so far, counted to the
+        byte, have landed)."""
         landed = [0]
 
         def placed(n: int) -> None:
             landed[0] += n
 
         try:
-            src.fill(out, at, self.chunk, placed)
+            _downloads.fill(src, out, at, self.chunk, placed, self.call)
         except OSError as e:  # EIO and the like: say what has landed (stock's torch.load fails before copy_)
             raise RuntimeError(f"uvmchunk: dcp.load of {item}: reading the checkpoint file failed after {landed[0]} "
                                f"of {len(out)} bytes of its data had landed in the table ({e})") from e

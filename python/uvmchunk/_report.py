@@ -143,9 +143,10 @@ class Report:
         rec.update(self.call.notes.get("async_memory_budget", {}))
         if self.call.notes.get("spill_unavailable"):  # why managed bytes above the budget stayed in memory
             rec["spill_unavailable"] = self.call.notes["spill_unavailable"]
-        if "upload" in self.call.notes:  # uvmchunk._uploads: from its first request sent to its last done
-            lo, hi = self.call.notes["upload"]
-            rec["upload_seconds"] = round(hi - lo, 6)
+        for way in ("upload", "download"):  # uvmchunk._uploads, _downloads: first request sent to last done
+            if way in self.call.notes:
+                lo, hi = self.call.notes[way]
+                rec[f"{way}_seconds"] = round(hi - lo, 6)
         # each tensor once: a load's direct reads went into the viewed tables (view_bytes)
         rec["bytes"] = rec["view_bytes"] + rec.get("copied_bytes", 0)
         return rec
@@ -185,14 +186,16 @@ def _host(rec: dict[str, Any]) -> str:
 
 def _where(rec: dict[str, Any]) -> str:
     """The line's end: the store, when the record names one ("; to s3://b/ckpt (s3fs)", "; from /ckpt"),
-    and a concurrent upload's connections and rate ("(s3fs, 3 connections, 48 MiB at 41.6 MiB/s)")."""
+    and a concurrent upload's or download's connections and rate ("(s3fs, 3 connections, 48 MiB at
+    41.6 MiB/s)": uvmchunk._uploads, uvmchunk._downloads)."""
     if "store" not in rec:
         return ""
     how = [rec["store_client"]] if "store_client" in rec else []
-    if rec.get("upload_bytes"):  # a concurrent upload (uvmchunk._uploads): its connections and rate
-        n, secs = rec.get("upload_connections", 1), rec.get("upload_seconds", 0)
-        rate = f" at {size_text(rec['upload_bytes'] / secs)}/s" if secs > 0 else ""
-        how.append(f"{n} connection{'s' if n != 1 else ''}, {size_text(rec['upload_bytes'])}{rate}")
+    for way in ("upload", "download"):
+        if rec.get(f"{way}_bytes"):
+            n, secs = rec.get(f"{way}_connections", 1), rec.get(f"{way}_seconds", 0)
+            rate = f" at {size_text(rec[f'{way}_bytes'] / secs)}/s" if secs > 0 else ""
+            how.append(f"{n} connection{'s' if n != 1 else ''}, {size_text(rec[f'{way}_bytes'])}{rate}")
     client = f" ({', '.join(how)})" if how else ""
     return f"; {'from' if rec['call'].startswith('dcp.load') else 'to'} {rec['store']}{client}"
 

@@ -171,9 +171,15 @@ class Source:
     (None: the one its create_stream opened)."""
 
     dcp_stream: Any = None
+    concurrent = False  # part_source gives sources other threads may read at once (uvmchunk._downloads)
 
     def readinto(self, view: memoryview, at: int) -> int:
         raise NotImplementedError
+
+    def part_source(self) -> contextlib.AbstractContextManager["Source"]:
+        """A Source of the same object and version for one part read on another thread while
+        this one is read (a request of its own); only where ``concurrent``."""
+        return contextlib.nullcontext(self)
 
     def pread(self, n: int, at: int) -> bytes:
         """Up to `n` bytes from `at` (the archive's small records: headers, data.pkl)."""
@@ -233,6 +239,23 @@ class StreamSource(Source):
         return len(data)
 
 
+class _ConnectorSource(StreamSource):
+    """A connector object read through a range-based reader; each concurrent part through a reader
+    of its own (the client is shared by threads: s3torchconnector's S3Client), all checked against
+    the one version by the file's ConnectorPin (uvmchunk._versions)."""
+
+    concurrent = True
+
+    def __init__(self, stream: Any, reader: Callable[[], Any]) -> None:
+        super().__init__(stream)
+        self.reader = reader
+
+    @contextlib.contextmanager
+    def part_source(self) -> Iterator[Source]:
+        with self.reader() as f:
+            yield StreamSource(f)
+
+
 @contextlib.contextmanager
 def open_source(fs: Any, path: Any, stream: Any, pin: Any = None) -> Iterator[Optional[Source]]:
     """A Source over checkpoint file `path` of DCP file system `fs` (`stream`: the one its
@@ -260,9 +283,13 @@ def open_source(fs: Any, path: Any, stream: Any, pin: Any = None) -> Iterator[Op
         from s3torchconnector._s3dataset_common import parse_s3_uri  # type: ignore[import-not-found]
         from s3torchconnector.s3reader import S3ReaderConstructor  # type: ignore[import-not-found]
         bucket, key = parse_s3_uri(str(path))
-        with fs._client.get_object(bucket, key, object_info=getattr(pin, "info", None),
-                                   reader_constructor=S3ReaderConstructor.range_based(0)) as f:
-            src = StreamSource(f)
+
+        def reader() -> Any:
+            return fs._client.get_object(bucket, key, object_info=getattr(pin, "info", None),
+                                         reader_constructor=S3ReaderConstructor.range_based(0))
+
+        with reader() as f:
+            src = _ConnectorSource(f, reader)
             # the connector's default DCP reader (s3torchconnector/s3reader/dcp_optimized.py,
             # _find_item_for_range) takes the file's items in order, none skipped: after an item
             # read here, an item DCP reads itself (a CPU tensor, bytes) would be refused

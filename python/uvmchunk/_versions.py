@@ -39,8 +39,10 @@ class S3fsSource(Source):
     read a piece at a time straight into `out`: s3fs's ``call_s3`` returns aiobotocore's streaming
     body, read on s3fs's event loop (fsspec.asyn.sync); aiohttp pauses the socket once its buffer
     holds about 128 KiB (aiohttp/streams.py, StreamReader's high-water mark), so nothing is fetched
-    ahead of what the piece being placed asks for. One request per item, where a read per piece
-    would send one per piece."""
+    ahead of what the piece being placed asks for. One request per item (per part where
+    uvmchunk._downloads cuts a run), where a read per piece would send one per piece."""
+
+    concurrent = True  # fill is one request of its own on s3fs's event loop, from any thread
 
     def __init__(self, f: Any) -> None:
         self.f = f

@@ -17,6 +17,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from torch_body import _clear_hwm, _status_kib, cuda_from, pattern, result  # noqa: E402
 
+MIB = 1 << 20
 ROW = 4096
 REGION = "us-east-1"
 
@@ -131,7 +132,7 @@ def body_mixed(a):
 
 def raw_transfers(a):
     """Seconds the client itself takes to download the checkpoint's data file whole (s3fs's
-    cat_file, the connector's get_object().read()) and, with --raw-upload, to upload those bytes
+    cat_ranges of 16 MiB parts, concurrent; the connector's get_object().read()) and, with --raw-upload, to upload those bytes
     again as one object (s3fs's pipe_file, the connector's put_object().write()): what a load and a
     save in pieces are compared with. Upload None without --raw-upload."""
     if a.client == "file":
@@ -147,8 +148,10 @@ def raw_transfers(a):
     data = [p for p in fs.ls(f"{a.bucket}/{a.name}") if p.endswith(".distcp")][0]
     bucket, key = data.split("/", 1)
     t0 = time.monotonic()
-    if a.client == "s3fs":
-        raw = fs.cat_file(data)
+    if a.client == "s3fs":  # concurrent ranged GETs of 16 MiB (fsspec's cat_ranges, one batch)
+        size = fs.size(data)
+        starts = list(range(0, size, 16 * MIB))
+        raw = b"".join(fs.cat_ranges([data] * len(starts), starts, [min(x + 16 * MIB, size) for x in starts]))
     else:
         raw = connector_fs(a.endpoint)._client.get_object(bucket, key).read()
     down = time.monotonic() - t0

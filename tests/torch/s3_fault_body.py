@@ -10,6 +10,7 @@ import gc
 import os
 import signal
 import sys
+import threading
 import time
 import urllib.request
 
@@ -114,7 +115,17 @@ def kill_when(a, pid, what):
     the save has uploaded a part (s3fs: as the library's upload sends its second part; the connector: after its
     S3Writer took two pieces, uploading in the background); "load", before the client's third
     ranged read of a piece (two pieces have landed). Returns the undo."""
-    state = {"n": 0}
+    state = {"n": 0, "done": 0}
+    lock = threading.Lock()
+
+    def counted(stream):
+        """The connector's ranged stream, counted in state["done"] once its reader is done with it
+        (read to its end, or closed: the range reader stops once its buffer is full)."""
+        try:
+            yield from stream
+        finally:
+            with lock:
+                state["done"] += 1
 
     def kill():
         os.kill(pid, signal.SIGKILL)
@@ -148,11 +159,20 @@ def kill_when(a, pid, what):
                 kill()
             return out
         ranged = (args[4] or 0) - (args[3] or 0) if len(args) > 4 else kw.get("end", 0) - kw.get("start", 0)
-        if ranged >= MIB:
+        if ranged < MIB:
+            return orig(*args, **kw)
+        with lock:
             state["n"] += 1
-            if state["n"] == 3:
-                kill()
-        return orig(*args, **kw)
+            n = state["n"]
+        if n == 3:
+            # the library reads a table's parts concurrently (python/uvmchunk/_downloads.py): the
+            # third waits until the first two have landed, so the kill comes after two pieces
+            # whatever the concurrency
+            deadline = time.monotonic() + 60
+            while state["done"] < 2 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            kill()
+        return counted(orig(*args, **kw))
 
     setattr(cls, name, hooked)
     return lambda: setattr(cls, name, orig)

@@ -133,15 +133,18 @@ def test_store_fault_raises_the_clients_error():
 def test_report_names_the_store(server, tmp_path):
     """The per-checkpoint line and record (python/uvmchunk/_report.py) name the store and the
     client: "; to s3://BUCKET/NAME (s3fs)" on a save through checkpoint_id="s3://...", "(s3torchconnector)"
-    through S3StorageWriter / S3StorageReader, "from" on a load; a 4 MiB table each, one run per client.
-    A save through s3fs also says its upload's connections and rate ("(s3fs, 1 connection, 1 MiB at
-    17.4 MiB/s)"), its bytes those of the stored objects."""
+    through S3StorageWriter / S3StorageReader, "from" on a load; a 12 MiB table each, parts of 5 MiB
+    (s3_part_size), one run per client. A save through s3fs also says its upload's connections and
+    rate ("(s3fs, 3 connections, 12 MiB at 17.4 MiB/s)"), its bytes those of the stored objects; a
+    load through either client its concurrent ranged GETs' (python/uvmchunk/_downloads.py), their
+    bytes the table's."""
     for client, name in (("s3fs", "s3fs"), ("connector", "s3torchconnector")):
         _need(CLIENTS[client])
         report = tmp_path / f"{client}.jsonl"
         b = _bucket(server, f"uvmc-report-{client}")
         r = run_body("save_load", True, "--endpoint", server, "--bucket", b, "--name", "named", "--client", client,
-                     "--size", str(MIB), script=BODY, lib_env=dict(AUTO, UVMCHUNK_REPORT=str(report)),
+                     "--size", str(12 * MIB), script=BODY,
+                     lib_env=dict(AUTO, UVMCHUNK_REPORT=str(report), UVMCHUNK_S3_PART_SIZE="5MiB"),
                      extra_env={**CREDENTIALS, "AWS_ENDPOINT_URL": server}, timeout=600)
         assert r.result["equal"], r.describe()
         recs = [json.loads(ln) for ln in report.read_text().splitlines()]
@@ -157,14 +160,17 @@ def test_report_names_the_store(server, tmp_path):
             stored = sum(fs.size(p) for p in fs.ls(f"{b}/named") if p.endswith(".distcp"))
             assert table[0]["upload_bytes"] == stored and table[0]["upload_connections"] >= 1, table[0]
             assert table[0]["upload_seconds"] > 0, table[0]
-        for call, way in (("dcp.save", "to"), ("dcp.load", "from")):
+        # either client's load reads the table's 12 MiB as concurrent ranged GETs of the parts
+        assert table[1]["download_bytes"] == 12 * MIB and table[1]["download_connections"] >= 1, table[1]
+        assert table[1]["download_seconds"] > 0, table[1]
+        for (call, way), rec in zip((("dcp.save", "to"), ("dcp.load", "from")), table):
             how = name
-            if client == "s3fs" and call == "dcp.save":
+            if client == "s3fs" or call == "dcp.load":
                 from uvmchunk._report import size_text
-                rec = table[0]
-                n = rec["upload_connections"]
-                how += (f", {n} connection{'s' if n != 1 else ''}, {size_text(rec['upload_bytes'])} at "
-                        f"{size_text(rec['upload_bytes'] / rec['upload_seconds'])}/s")
+                w = "upload" if call == "dcp.save" else "download"
+                n = rec[f"{w}_connections"]
+                how += (f", {n} connection{'s' if n != 1 else ''}, {size_text(rec[f'{w}_bytes'])} at "
+                        f"{size_text(rec[f'{w}_bytes'] / rec[f'{w}_seconds'])}/s")
             lines = [ln for ln in r.err.splitlines() if ln.startswith(f"uvmchunk: rank 0 {call} ")
                      and ln.endswith(f"; {way} s3://{b}/named ({how})")]
             assert len(lines) == 1, r.describe()
@@ -189,24 +195,28 @@ def test_load_beside_items_dcp_reads(server, client):
 def test_connector_readers(server, reader):
     """The connector's S3StorageReader with each reader it offers besides its default (above):
     the sequential one keeps what it has read (s3torchconnector/s3reader/sequential.py) and the
-    range-based one buffers ahead (ranged.py), but the library reads a table's items through a
-    range reader of its own (_streams.open_source), so a 128 MiB load adds at most half the table
-    whichever the job chose (what is left is the client's own read buffers, +41-49 MiB measured at
-    64 to 768 MiB; stock adds at least the table), and items DCP reads itself still come back
-    equal through the job's reader."""
+    range-based one buffers ahead (ranged.py), but the library reads a table's items through range
+    readers of its own (_streams.open_source, up to s3_concurrency parts at once:
+    python/uvmchunk/_downloads.py), so a 128 MiB load adds less than stock and at most 192 MiB
+    whichever the job chose: what is left is the native client's buffers of the parts in flight,
+    the same at any size (+137 to +161 MiB measured at 128 MiB, +154 MiB at 256 and 768 MiB; one
+    range reader at a time, before: +41-49 MiB; stock adds at least the table, +313 to +425 MiB), and
+    items DCP reads itself still come back equal through the job's reader."""
     _need(CLIENTS["connector"])
     env = {**CREDENTIALS, "AWS_ENDPOINT_URL": server}
     b = _bucket(server, f"uvmc-reader-{reader.replace('_', '-')}")
     size = 128 * MIB
+    peak = {}
     for mode in ("stock", "auto"):
         r = run_body("save_load", mode == "auto", "--endpoint", server, "--bucket", b, "--name", mode,
                      "--client", "connector", "--reader", reader, "--size", str(size), script=BODY,
                      lib_env=AUTO, extra_env=env, timeout=300)
         res = r.result
+        peak[mode] = res["load_peak_extra"]
         print(f"connector {reader} reader {mode}: load {size // MIB} MiB +{res['load_peak_extra'] / MIB:.0f} MiB")
         assert res["equal"], r.describe()
         assert mode == "auto" or res["load_peak_extra"] >= size, r.describe()
-        assert mode == "stock" or res["load_peak_extra"] <= size // 2, r.describe()
+        assert mode == "stock" or res["load_peak_extra"] <= min(192 * MIB, peak["stock"]), r.describe()
     r = run_body("mixed", True, "--endpoint", server, "--bucket", b, "--name", "mixed", "--client", "connector",
                  "--reader", reader, "--size", str(MIB), script=BODY, lib_env=AUTO, extra_env=env, timeout=120)
     assert r.result["equal"], r.describe()

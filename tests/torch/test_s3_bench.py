@@ -1,7 +1,7 @@
 """The S3 benchmark: moto behind throttle.py (each connection limited as S3 limits it, 8 MiB/s and
 2 ms by default), a managed table saved and loaded with dcp.save / dcp.load stock and under the
 library through each client, beside the client's own fastest transfer of the same bytes (s3fs's
-pipe_file and cat_file, the connector's put_object and get_object; s3_body.raw_transfers). Figures
+pipe_file and cat_ranges, the connector's put_object and get_object; s3_body.raw_transfers). Figures
 printed, with their ratios; never asserted as times. UVMC_S3_BENCH=1: the full run (256 and 768
 MiB); otherwise a smoke of a few seconds (4 MiB) that asserts only bitwise equality and a memory
 bound with a wide margin. UVMC_S3_BENCH_RATE / UVMC_S3_BENCH_DELAY set the throttle."""
@@ -40,7 +40,7 @@ def test_bench(throttled, client):
     for size in SIZES:
         _, stock = s3_run(throttled, client, "stock", size, f"bench-stock-{size // MIB}")
         _, lib = s3_run(throttled, client, "auto", size, f"bench-lib-{size // MIB}", raw_upload=True)
-        own = ("pipe_file", "cat_file") if client == "s3fs" else ("put_object", "get_object")
+        own = ("pipe_file", "cat_ranges") if client == "s3fs" else ("put_object", "get_object")
         line = [f"bench {client} {size // MIB} MiB:"]
         for side, raw, name in (("save", "raw_up_s", own[0]), ("load", "raw_s", own[1])):
             ours, theirs, st = lib[f"{side}_s"], lib[raw], stock[f"{side}_s"]

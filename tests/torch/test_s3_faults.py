@@ -73,8 +73,10 @@ EXPECTED = {
     # a short object is no error of the client's: torch.load's (the item's zip directory is gone)
     ("s3fs", "truncated object load"): ("builtins.RuntimeError", "failed finding central directory"),
     ("s3fs", "server gone save"): ("botocore.exceptions.EndpointConnectionError", "Could not connect"),
-    # the item's one GET (python/uvmchunk/_versions.py S3fsSource) cut short: aiohttp's, under s3fs
-    ("s3fs", "server gone load"): ("aiohttp.client_exceptions.ClientPayloadError", "payload is not completed"),
+    # aiohttp's, under s3fs: the table's next part (python/uvmchunk/_downloads.py) cut short
+    # mid-body, or its connection refused where the kill came before its request
+    ("s3fs", "server gone load"): (("aiohttp.client_exceptions.ClientPayloadError",
+                                    "aiohttp.client_exceptions.ClientConnectorError"), ""),
     ("connector", "missing bucket load"): NO_METADATA,
     ("connector", "missing bucket save"): (CONNECTOR_ERROR, "NoSuchBucket"),
     ("connector", "bad credentials save"): (CONNECTOR_ERROR, "Forbidden"),
@@ -88,8 +90,8 @@ EXPECTED = {
     ("connector", "server gone save"): (CONNECTOR_ERROR, "CRT error"),
     ("connector", "server gone load"): (CONNECTOR_ERROR, "CONNECTION_REFUSED"),
 }
-# the load that failed with at least two of the table's four pieces in its pages: the connector's
-# reads stop at a piece, s3fs's one streamed GET wherever the kill left its body (bytes counted as
+# the load that failed with at least two of the table's four parts in its pages: the connector's
+# reads stop at a piece, s3fs's streamed GETs wherever the kill left their bodies (bytes counted as
 # they land, python/uvmchunk/_streams.py Source.fill)
 PARTLY = re.compile(r"uvmchunk: dcp\.load of t \(file __0_0\.distcp, offset 0\): (\d+) of 67108864 bytes")
 
@@ -104,7 +106,7 @@ def test_fault_raises_the_clients_error(cases, client, case):
     if (kind, words) == NO_METADATA and not dcp_drops_metadata_errors():
         kind, words = NO_CHECKPOINT[(client, case)]
     print(f"{client} {case}: {res['seconds']:.1f} s;", *(f"{t}: {m.strip()[-500:]}" for t, m in res["errors"][1:]))
-    assert any(t == kind and words in m for t, m in res["errors"]), \
+    assert any(t in (kind if isinstance(kind, tuple) else (kind,)) and words in m for t, m in res["errors"]), \
         [(t, m.strip().splitlines()[-1][-300:]) for t, m in res["errors"]]
     assert res["errors"][0][0] == "torch.distributed.checkpoint.api.CheckpointException", res["errors"][0]
 
@@ -127,8 +129,9 @@ def test_failed_save_writes_no_metadata(cases):
 @pytest.mark.parametrize("client", CLIENTS)
 def test_no_memory_held_after_the_error(cases, client):
     """VmRSS once the error is raised, with the exception held by the caller and once dropped, above
-    the state before the call: less than the table (no copy of it kept), and while held at most
-    half of it. A held exception's traceback keeps the frames it left, with what the clients had
+    the state before the call: less than the table (no copy of it kept), and what holding the
+    exception adds to that at most half of it (a load's concurrent parts leave the connector's
+    native client up to +49 MiB of part buffers, held or not). A held exception's traceback keeps the frames it left, with what the clients had
     buffered there, unless the library clears them (_streams.frames_released): without that s3fs
     held +51 MiB of a save (its part buffer) and the connector's reader +40 to +65 MiB of a
     truncated item; with it +23 and +0 to +9 MiB. The connector's native client gives its part
@@ -141,7 +144,7 @@ def test_no_memory_held_after_the_error(cases, client):
         print(f"{client} {case}: +{((held or after) - res['rss_before']) / MIB:.0f} MiB held, "
               f"{(after - res['rss_before']) / MIB:+.0f} MiB dropped")
         assert after - res["rss_before"] < SIZE, (case, res)
-        assert held is None or held - res["rss_before"] <= SIZE // 2, (case, res)
+        assert held is None or held - max(after, res["rss_before"]) <= SIZE // 2, (case, res)
 
 
 @pytest.mark.parametrize("client", CLIENTS)
@@ -151,7 +154,8 @@ def test_failed_load_names_the_tensor_partly_overwritten(cases, client):
     of it was overwritten. Loads that failed before any byte landed name none."""
     errors = cases[(client, "server gone load")]["errors"]
     landed = [int(m.group(1)) for _, text in errors for m in [PARTLY.search(text)] if m]
-    assert landed and 32 * MIB <= landed[0] < SIZE, errors
+    # two 16 MiB parts, the first cut at the file's 16 MiB boundary (the item's headers before it)
+    assert landed and 32 * MIB - 64 * 1024 <= landed[0] < SIZE, errors
     for case in ("missing object load", "truncated object load", "bad credentials load", "missing bucket load"):
         assert not any("uvmchunk: dcp.load of" in m for _, m in cases[(client, case)]["errors"]), case
 

@@ -15,7 +15,9 @@ from s3_server import CREDENTIALS, bucket, need, server  # noqa: F401  (server: 
 
 MIB = 1 << 20
 BODY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "s3_version_body.py")
-AUTO = {"UVMCHUNK_DCP_VIEWS": "on", "UVMCHUNK_PINNED_THRESHOLD": "8MiB"}
+# 5 MiB parts: the 16 MiB table is read as concurrent ranged GETs (python/uvmchunk/_downloads.py),
+# each of which must carry the pin
+AUTO = {"UVMCHUNK_DCP_VIEWS": "on", "UVMCHUNK_PINNED_THRESHOLD": "8MiB", "UVMCHUNK_S3_PART_SIZE": "5MiB"}
 CLIENTS = ("s3fs", "connector")
 # what each client raises for an object that changed under an open reader
 CHANGED = {"s3fs": "s3fs.utils.FileExpired", "connector": "s3torchconnectorclient._mountpoint_s3_client.S3Exception"}

@@ -19,17 +19,22 @@ MIB = 1 << 20
 DEFAULT_RATE, DEFAULT_DELAY = 8 * MIB, 0.002
 
 
+BURST_S = 0.05  # the most an idle connection saves up, in seconds of its rate
+
+
 async def _pump(reader, writer, rate, delay):
     """Copies `reader` to `writer` at most `rate` bytes/s (a token bucket per direction of one
-    connection), each chunk `delay` seconds late."""
-    t0, sent = time.monotonic(), 0
+    connection, holding at most BURST_S seconds of it: a connection kept idle in a client's pool
+    gains no credit for its next request), each chunk `delay` seconds late."""
+    due = time.monotonic()  # when the bytes forwarded so far have been paid for
     try:
         while True:
             data = await reader.read(64 << 10)
             if not data:
                 break
-            sent += len(data)
-            wait = max(t0 + sent / rate - time.monotonic(), 0) + delay
+            now = time.monotonic()
+            due = max(due, now - BURST_S) + len(data) / rate
+            wait = max(due - now, 0) + delay
             await asyncio.sleep(wait)
             writer.write(data)
             await writer.drain()
