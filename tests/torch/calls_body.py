@@ -11,29 +11,16 @@ import os
 import sys
 import threading
 import time
-import warnings
 
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_body import _status_kib, cuda_from, pattern, result, sim_driver  # noqa: E402
+from torch_body import _status_kib, cuda_from, pattern, quiet_dcp, result, sim_driver, views_taken  # noqa: E402
 
 MIB = 1 << 20
 
 
-def _dcp():
-    warnings.filterwarnings("ignore")
-    import torch.distributed.checkpoint as dcp
-    return dcp
-
-
-def _views():
-    """Views taken so far in this process, on save and on load (zeros without the package)."""
-    try:
-        from uvmchunk.dcp import views_taken
-        return views_taken()
-    except ImportError:
-        return {"save": 0, "load": 0}
+_dcp, _views = quiet_dcp, views_taken
 
 
 def _rss():

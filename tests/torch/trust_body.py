@@ -12,29 +12,21 @@ import gc
 import os
 import sys
 import time
-import warnings
 
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_body import cuda_from, pattern, result, sim_driver  # noqa: E402
+from torch_body import cuda_from, pattern, quiet_dcp, result, sim_driver, views_taken  # noqa: E402
 
 MIB = 1 << 20
 
 
-def _dcp():
-    warnings.filterwarnings("ignore")
-    import torch.distributed.checkpoint as dcp
-    return dcp
+_dcp = quiet_dcp
 
 
 def _views():
-    """Views taken so far in this process (0 without the package's automatic path)."""
-    try:
-        from uvmchunk.dcp import views_taken
-        return views_taken()["save"]
-    except ImportError:
-        return 0
+    """Views taken on save so far in this process (0 without the package's automatic path)."""
+    return views_taken()["save"]
 
 
 def _filled(nbytes, value):
