@@ -357,7 +357,10 @@ def on_simulator_only(stock):
                for op in stock.get("ops", ()))
 
 
-def check(workers, spec):
+MEMORY_LINES = ("peak host memory:", "host memory held after the example:")
+
+
+def _run_both(workers, spec):
     stock_w, lib_w, _ = workers
     _counter[0] += 1
     spec = dict(spec, name=f"e{_counter[0]}")
@@ -367,6 +370,18 @@ def check(workers, spec):
     stock, lib = stock_w.receive(), lib_w.receive()
     for side, res in (("stock", stock), ("library", lib)):
         _seconds[side] = _seconds.get(side, 0.0) + res.get("seconds", 0.0)
+    return stock, lib
+
+
+def check(workers, spec):
+    stock_w, lib_w, _ = workers
+    stock, lib = _run_both(workers, spec)
+    diff = differences(stock, lib)
+    if diff and all(d.startswith(MEMORY_LINES) for d in diff):
+        # host memory is measured in long-lived workers, where a module's first import or a new
+        # thread's malloc arena lands on whichever example first takes that path (CI saw +18.7 MiB
+        # kept once, not again on the same example): a memory difference counts when it recurs
+        stock, lib = _run_both(workers, spec)
     if on_simulator_only(stock):
         # stock needed a device kernel (a neg / conj view's .cpu() or copy_ into a CUDA target) that the
         # simulator cannot run: its outcome on hardware is unknown here, so the example decides nothing
@@ -435,6 +450,19 @@ KNOWN = {
                              "store": "local",
                              "ops": [{"op": "changing"}, {"op": "load", "target": "same", "planner": "default"}]},
                             "table_changed_during_save"),
+    # found by the search (CI, seed 1369020448): the library's worker kept +36.7 MiB after it, stock's
+    # +18.0, once; not again on the same example (a first use in a long-lived worker: check() reruns
+    # an example whose only difference is memory)
+    "self_containing_async": ({"bases": [{"where": "cpu", "dtype": "int8", "seed": 8, "numel": 2}],
+                               "entries": [{"path": ["a_.", 2], "kind": "tensor", "base": 0, "shape": [],
+                                            "form": "neg", "offset": 1, "param": True}],
+                               "store": "local", "self_containing": True,
+                               "ops": [{"op": "save", "api": "async", "planner": "default", "budget": None,
+                                        "stager": None},
+                                       {"op": "save", "api": "async", "planner": "default",
+                                        "writer": {"thread_count": 3, "per_thread_copy_ahead": 16, "sync_files": True,
+                                                   "single_file_per_rank": True},
+                                        "budget": None, "stager": "default"}]}, "self_containing"),
 }
 
 
