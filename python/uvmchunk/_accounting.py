@@ -114,6 +114,33 @@ def most(field: str, n: int, call: Optional[Call] = None) -> None:
             call.counts[field] = max(call.counts[field], n)
 
 
+class InFlight:
+    """Requests in flight per call, over all of its threads and files; the most at once is the
+    call's `field` (a peak: most()), the connections a line reports."""
+
+    def __init__(self, field: str) -> None:
+        self.field = field
+        self.lock = threading.Lock()
+        self.now: dict[int, int] = {}  # id(call) -> requests in flight now
+
+    def begin(self, call: Optional[Call]) -> None:
+        if call is None:
+            return
+        with self.lock:
+            n = self.now[id(call)] = self.now.get(id(call), 0) + 1
+        most(self.field, n, call)
+
+    def end(self, call: Optional[Call]) -> None:
+        if call is None:
+            return
+        with self.lock:
+            n = self.now.get(id(call), 1) - 1
+            if n:
+                self.now[id(call)] = n
+            else:
+                self.now.pop(id(call), None)
+
+
 def span(key: str, start: float, end: float, call: Optional[Call] = None) -> None:
     """Widens the note `key` of `call` (default: the current() one), a (start, end) pair of
     time.monotonic() seconds, to cover `start`..`end`: the time work spread over threads took."""

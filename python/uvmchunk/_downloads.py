@@ -21,6 +21,8 @@ from . import _accounting
 from ._streams import Source
 from ._uploads import settings
 
+_INFLIGHT = _accounting.InFlight("download_connections")  # a call's ranged GETs in flight
+
 
 def ranges(at: int, size: int, part: int) -> list[tuple[int, int]]:
     """(offset in the run, bytes) of each part of the run [at, at + size) of a file, cut at the
@@ -40,13 +42,12 @@ def fill(src: Source, out: memoryview, at: int, piece: int, placed: Callable[[in
     ``s3_concurrency`` parts in flight where `src` reads concurrently and `out` spans two parts or
     more. Returns only once no request writes into `out` any more; a failed part's error is raised
     (the earliest part's), and parts not yet started then send nothing."""
-    n, part = settings()
-    if not src.concurrent or n < 2 or len(out) < 2 * part:
+    n, part = settings() if src.concurrent else (1, 0)  # a local file reads no configuration here
+    if n < 2 or len(out) < 2 * part:
         src.fill(out, at, piece, placed)
         return
     lock = threading.Lock()
     failed = threading.Event()
-    inflight = [0]
 
     def counted(k: int) -> None:
         with lock:
@@ -55,9 +56,7 @@ def fill(src: Source, out: memoryview, at: int, piece: int, placed: Callable[[in
     def one(off: int, size: int) -> None:
         if failed.is_set():  # a part failed: the call raises, nothing more is asked for
             return
-        with lock:
-            inflight[0] += 1
-            _accounting.most("download_connections", inflight[0], call)
+        _INFLIGHT.begin(call)
         t0 = time.monotonic()
         try:
             with src.part_source() as s:
@@ -66,8 +65,7 @@ def fill(src: Source, out: memoryview, at: int, piece: int, placed: Callable[[in
             failed.set()
             raise
         finally:
-            with lock:
-                inflight[0] -= 1
+            _INFLIGHT.end(call)
             _accounting.span("download", t0, time.monotonic(), call)
 
     parts = ranges(at, len(out), part)

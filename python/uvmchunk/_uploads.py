@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures as cf
 import io
-import threading
 import time
 from typing import Any, Callable, Optional
 
@@ -29,6 +28,7 @@ MIB = 1 << 20
 PART_MIN, PART_MAX = 5 * MIB, 5 << 30  # S3's part limits (config/uvmchunk.conf, s3_part_size)
 DEFAULT_CONCURRENCY, DEFAULT_PART = 8, 16 * MIB
 PARTS_PER_STEP = 1000  # parts of one size before they double: 10,000 parts hold 5 TiB and more
+_INFLIGHT = _accounting.InFlight("upload_connections")  # a call's parts in flight, over all its files
 
 
 def settings() -> tuple[int, int]:
@@ -89,34 +89,6 @@ class _Body(io.RawIOBase):
 
     def __len__(self) -> int:
         return len(self._view)
-
-
-class _Flight:
-    """The call's uploads in flight, for the report: the most parts in flight at once over all of
-    a call's files (its connections), and the span from the first part sent to the last one done."""
-
-    lock = threading.Lock()
-    inflight: dict[int, int] = {}  # id(call) -> parts in flight now
-
-    @classmethod
-    def begin(cls, call: Optional[_accounting.Call]) -> None:
-        if call is None:
-            return
-        with cls.lock:
-            n = cls.inflight.get(id(call), 0) + 1
-            cls.inflight[id(call)] = n
-        _accounting.most("upload_connections", n, call)
-
-    @classmethod
-    def end(cls, call: Optional[_accounting.Call]) -> None:
-        if call is None:
-            return
-        with cls.lock:
-            n = cls.inflight.get(id(call), 1) - 1
-            if n:
-                cls.inflight[id(call)] = n
-            else:
-                cls.inflight.pop(id(call), None)
 
 
 class MultipartWriter:
@@ -274,12 +246,12 @@ class MultipartWriter:
     def _submit(self, coro: Any, nbytes: int) -> cf.Future:
         if self.t0 is None:
             self.t0 = time.monotonic()
-        _Flight.begin(self.call)
+        _INFLIGHT.begin(self.call)
         fut = asyncio.run_coroutine_threadsafe(coro, self.fs.loop)
         self.inflight.add(fut)
 
         def landed(f: cf.Future) -> None:
-            _Flight.end(self.call)
+            _INFLIGHT.end(self.call)
             if not f.cancelled() and f.exception() is None:
                 _accounting.add("upload_bytes", nbytes, self.call)
                 _accounting.span("upload", self.t0 or time.monotonic(), time.monotonic(), self.call)
