@@ -185,6 +185,7 @@ void sim_device_work_locked(int delta);
 void sim_kernels_load(void);
 /* Launches that ran no device code (UVMSIM_KERNELS=noop), for the report and uvmsim_stat. */
 unsigned long long sim_kernels_skipped_total(void);
+unsigned long long sim_kernels_refused_total(void);
 void sim_kernels_report(void);
 
 /* ------------------------------------------------------------------ copies (sim_copy.c) */

@@ -26,6 +26,7 @@ static pthread_mutex_t g_kmu = PTHREAD_MUTEX_INITIALIZER; /* the tables below; n
 static struct kname *g_names;
 static struct khandle *g_handles;
 static unsigned long long g_skipped;
+static unsigned long long g_refused; /* launches refused (fail mode, or noop and not allowed) */
 static int g_unknown_said; /* launches of unregistered addresses: said once */
 
 static int g_noop;
@@ -162,6 +163,8 @@ unsigned uvmsim_kernel_launch(const char *entry, const void *handle, const char 
         if (kh) k = kh->k;
     }
     int ok = k && k->allowed, fill = ok ? k->fill_esize : 0;
+    if (!ok)
+        g_refused++;
     if (!ok && (k ? !k->said : !g_unknown_said)) {
         char unknown[64];
         snprintf(unknown, sizeof unknown, "an unregistered function %p", handle);
@@ -205,6 +208,13 @@ unsigned uvmsim_kernel_launch(const char *entry, const void *handle, const char 
 unsigned long long sim_kernels_skipped_total(void) {
     pthread_mutex_lock(&g_kmu);
     unsigned long long n = g_skipped;
+    pthread_mutex_unlock(&g_kmu);
+    return n;
+}
+
+unsigned long long sim_kernels_refused_total(void) {
+    pthread_mutex_lock(&g_kmu);
+    unsigned long long n = g_refused;
     pthread_mutex_unlock(&g_kmu);
     return n;
 }

@@ -163,6 +163,8 @@ int main(void) {
 
     EQ(uvmsim_kernels_skipped(NULL), uvmsim_stat("kernels_skipped"));
     EQ(uvmsim_stat("kernels_skipped"), (plain_ok ? 10 : 0) + (noop ? 4 : 0));
+    /* every other launch was refused: 10 plain, 3 fills, 1 captured, 1 of an unregistered address */
+    EQ(uvmsim_stat("kernels_refused"), 15 - uvmsim_stat("kernels_skipped"));
     cudaFree(df);
     cudaFree(dl);
     cudaFree(du);

@@ -87,6 +87,8 @@ unsigned long long uvmsim_stat(const char *key)
         return (unsigned long long)atomic_load(&sim_sticky);
     if (!strcmp(key, "kernels_skipped"))
         return sim_kernels_skipped_total();
+    if (!strcmp(key, "kernels_refused"))
+        return sim_kernels_refused_total();
     unsigned long long v = 0;
     pthread_mutex_lock(&sim_mu);
     if (!strcmp(key, "host_functions"))

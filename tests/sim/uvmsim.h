@@ -59,7 +59,7 @@ void uvmsim_set_op_delay_us(unsigned us);
  * "max_outstanding" (most ops queued or running on one stream), "migrations_to_host",
  * "migrations_to_device" (2 MiB blocks moved), "cma_violations" (CPU touches of managed memory while
  * device work ran, with UVMSIM_CMA=0), "pinned_peak_bytes", "bytes_copied", "sticky_error",
- * "kernels_skipped" (not reset). Reset by
+ * "kernels_skipped", "kernels_refused" (launches that failed as not simulated; neither reset). Reset by
  * uvmsim_reset (which also clears a sticky error). Unknown names read 0. */
 unsigned long long uvmsim_stat(const char *key);
 

@@ -35,7 +35,7 @@ import warnings
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_body import _clear_hwm, _status_kib, unset_cpu_preference  # noqa: E402
+from torch_body import _clear_hwm, _status_kib, sim_driver, unset_cpu_preference  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "integration"))
 from uvmc_managed import managed_empty  # noqa: E402
@@ -53,6 +53,7 @@ DTYPES = {name: getattr(torch, name) for name in (
 REGION = "us-east-1"
 ROOT = os.environ["UVMC_FUZZ_ROOT"]  # this worker's folder (local stores) and bucket name (S3)
 ENDPOINT = os.environ.get("AWS_ENDPOINT_URL")
+_DRV = None  # the simulated driver (torch_body.sim_driver), set in main
 
 
 def lib_loaded():
@@ -526,6 +527,11 @@ def run_load(spec, op):
     return state_digest(target)
 
 
+def kernels_refused():
+    """Kernel launches the simulated runtime refused in this process so far (0 on a GPU)."""
+    return _DRV.uvmsim_stat(b"kernels_refused") if _DRV is not None else 0
+
+
 def run_example(spec):
     remove(spec)
     tmp = os.environ.get("TMPDIR", "/tmp")
@@ -542,6 +548,7 @@ def run_example(spec):
         return {"build_error": error_of(e)}
     for op in spec["ops"]:
         res = {"op": op["op"]}
+        refused = kernels_refused()
         try:
             if op["op"] == "save":
                 run_save(spec, op, sd)
@@ -559,6 +566,9 @@ def run_example(spec):
         if op["op"] == "changing":
             res["files"] = sorted(files_digest(spec))
         res["uploads_left"] = uploads_left(spec)
+        # a launch refused anywhere during the op, a writer thread's whose exception DCP never sees
+        # included (FileSystemWriter's extra threads: torch/distributed/checkpoint/filesystem.py)
+        res["kernels_refused"] = kernels_refused() - refused
         outcome.append(res)
     del sd
     gc.collect()
@@ -574,7 +584,12 @@ def run_example(spec):
 def main():
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # anything printed goes to stderr, never into the answers
+    global _DRV
     torch.cuda.init()
+    _DRV = sim_driver()
+    if _DRV is not None:
+        _DRV.uvmsim_stat.restype = ctypes.c_ulonglong
+        _DRV.uvmsim_stat.argtypes = [ctypes.c_char_p]
     managed_empty((1,), torch.uint8)  # the allocator loaded before the first example
     inp = sys.stdin.buffer
     out.write(struct.pack("<Q", 0))  # ready

@@ -356,9 +356,14 @@ _undecided = [0]
 
 
 def on_simulator_only(stock):
-    """Whether stock's run failed only because the simulated runtime runs no kernels (its
-    cudaErrorNotSupported, tests/sim/README.md), not as it would on a GPU."""
-    return any("AcceleratorError" in str(op.get("error")) and "operation not supported" in str(op.get("trace"))
+    """Whether stock's outcome was made by the simulated runtime, which runs no kernels (its
+    cudaErrorNotSupported, tests/sim/README.md), not as it would be on a GPU: stock failed on a
+    refused launch, or one was refused anywhere during an op. A refusal DCP never saw counts too:
+    FileSystemWriter's extra writer threads let an exception end the thread and the save goes on
+    without that file's items (torch/distributed/checkpoint/filesystem.py, _write_data), so which
+    thread met the launch, the caller's or another, decided stock's outcome (CI's float8 example)."""
+    return any(op.get("kernels_refused") or ("AcceleratorError" in str(op.get("error"))
+                                             and "operation not supported" in str(op.get("trace")))
                for op in stock.get("ops", ()))
 
 
@@ -392,7 +397,7 @@ def check(workers, spec):
         # simulator cannot run: its outcome on hardware is unknown here, so the example decides nothing
         # (tests/torch/test_records.py holds those cases against a CPU reference instead)
         _undecided[0] += 1
-        hypothesis.assume(False)
+        return None
     diff = differences(stock, lib)
     if "worker_lost" in lib:
         diff.append(f"library worker log: {lib_w.tail()}")
@@ -402,6 +407,10 @@ def check(workers, spec):
 
 
 # ---- the tests ----------------------------------------------------------------------------------
+
+# Named examples whose stock outcome the simulator makes (on_simulator_only): check() must call
+# them undecided, not divergent.
+ON_SIMULATOR_ONLY = {"float8_strided_zerocopy"}
 
 # Divergences found, kept as named examples (spec, the PENDING name that disables it or None).
 KNOWN = {
@@ -482,6 +491,28 @@ KNOWN = {
                                         "writer": {"thread_count": 3, "per_thread_copy_ahead": 16, "sync_files": True,
                                                    "single_file_per_rank": True},
                                         "budget": None, "stager": "default"}]}, "self_containing"),
+    # found by the search (CI, 2.11): a strided float8 view of a managed table, saved with three
+    # writer threads; its .cpu() launches a copy kernel the simulator refuses, and whether the
+    # caller's thread (the save raises) or another (DCP goes on without that file's items, and the
+    # load raises KeyError) met it was a race, on stock as on the library: undecided here
+    "float8_strided_zerocopy": ({"bases": [{"where": "managed_gpu", "dtype": "bool", "seed": 5969, "numel": 0},
+                                           {"where": "managed_cpu", "dtype": "float8_e5m2", "seed": 56067, "numel": 717},
+                                           {"where": "cpu", "dtype": "int8", "seed": 0, "numel": 9764}],
+                                 "entries": [{"path": ["ab_", ".ba", "a"], "kind": "tensor", "base": 2, "shape": [5],
+                                              "form": "plain", "offset": 0, "param": False},
+                                             {"path": ["a"], "kind": "tensor", "base": 2, "shape": [9764],
+                                              "form": "plain", "offset": 0, "param": True},
+                                             {"path": ["_b"], "kind": "tensor", "base": 1, "shape": [133],
+                                              "form": "plain", "offset": 0, "param": True},
+                                             {"path": ["aaa", "_a"], "kind": "tensor", "base": 1, "shape": [358],
+                                              "form": "strided", "offset": 1, "param": True},
+                                             {"path": ["_.a"], "kind": "value", "value": [3, 2, 2, 1]}],
+                                 "store": "local",
+                                 "ops": [{"op": "save", "api": "save", "planner": "zerocopy",
+                                          "writer": {"thread_count": 3, "per_thread_copy_ahead": 0,
+                                                     "sync_files": False, "single_file_per_rank": False}},
+                                         {"op": "load", "target": "retype", "planner": "default"},
+                                         {"op": "load", "target": "same", "planner": "zerocopy"}]}, None),
 }
 
 
@@ -491,7 +522,11 @@ def test_known(workers, name):
     spec, pending = KNOWN[name]
     if pending in PENDING:
         pytest.skip(f"{name}: {pending} is PENDING (being fixed on another branch)")
-    check(workers, spec)
+    decided = check(workers, spec) is not None
+    # an example whose stock outcome the simulator made is kept for the harness's sake: it must
+    # come out undecided, not as a divergence (on a GPU it decides)
+    assert decided == (name not in ON_SIMULATOR_ONLY), \
+        f"{name}: " + ("stock's outcome was the simulator's" if not decided else "decided, on the simulator?")
 
 
 def test_search(workers):
@@ -510,7 +545,7 @@ def test_search(workers):
     def one(spec):
         if time.monotonic() - t0 > budget:
             return  # over budget: the round's remaining examples do nothing
-        check(workers, spec)
+        hypothesis.assume(check(workers, spec) is not None)
         ran[0] += 1
         counts[spec["store"]] = counts.get(spec["store"], 0) + 1
 
