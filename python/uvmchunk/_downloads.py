@@ -60,7 +60,7 @@ def fill(src: Source, out: memoryview, at: int, piece: int, placed: Callable[[in
         t0 = time.monotonic()
         try:
             with src.part_source() as s:
-                s.fill(out[off:off + size], at + off, min(piece, part), counted)
+                s.fill(out[off:off + size], at + off, min(piece, part, src.request_bytes or piece), counted)
         except BaseException:
             failed.set()
             raise

@@ -172,6 +172,7 @@ class Source:
 
     dcp_stream: Any = None
     concurrent = False  # part_source gives sources other threads may read at once (uvmchunk._downloads)
+    request_bytes = 0  # the most a concurrent part asks for in one request (0: a piece)
 
     def readinto(self, view: memoryview, at: int) -> int:
         raise NotImplementedError
@@ -246,9 +247,14 @@ class _ConnectorSource(StreamSource):
 
     concurrent = True
 
-    def __init__(self, stream: Any, reader: Callable[[], Any]) -> None:
+    def __init__(self, stream: Any, reader: Callable[[], Any], request_bytes: int) -> None:
         super().__init__(stream)
         self.reader = reader
+        # one request per part of the native client (S3ClientConfig.part_size, 8 MiB by default): a
+        # longer range is split into part GETs fetched ahead of the reader, each a block of its
+        # buffer pool (aws-c-s3 source/s3_buffer_pool.c); measured against a fast server, 8 parts of
+        # 16 MiB in flight held +250 MiB, where 8 of 8 MiB hold one request's part each
+        self.request_bytes = request_bytes
 
     @contextlib.contextmanager
     def part_source(self) -> Iterator[Source]:
@@ -288,8 +294,9 @@ def open_source(fs: Any, path: Any, stream: Any, pin: Any = None) -> Iterator[Op
             return fs._client.get_object(bucket, key, object_info=getattr(pin, "info", None),
                                          reader_constructor=S3ReaderConstructor.range_based(0))
 
+        config = getattr(fs._client, "s3client_config", None)
         with reader() as f:
-            src = _ConnectorSource(f, reader)
+            src = _ConnectorSource(f, reader, int(getattr(config, "part_size", 0) or 0))
             # the connector's default DCP reader (s3torchconnector/s3reader/dcp_optimized.py,
             # _find_item_for_range) takes the file's items in order, none skipped: after an item
             # read here, an item DCP reads itself (a CPU tensor, bytes) would be refused

@@ -27,12 +27,14 @@ class Fake(Source):
         self.fail_at, self.slow = fail_at, slow
         self.threads, self.lock, self.inflight, self.most = set(), threading.Lock(), 0, 0
         self.writes_after = []  # (time of the write) of each piece placed
+        self.asked = []  # bytes asked for by each readinto
 
     def readinto(self, view, at):
         with self.lock:
             self.threads.add(threading.get_ident())
             self.inflight += 1
             self.most = max(self.most, self.inflight)
+            self.asked.append(len(view))
         try:
             if at == self.fail_at:
                 raise OSError("part refused")
@@ -71,6 +73,17 @@ def test_parts_at_once_each_in_place():
     assert src.most > 1 and threading.get_ident() not in src.threads, (src.most, src.threads)
     assert call.counts["download_bytes"] == len(out) and call.counts["download_connections"] > 1, call.counts
     assert call.notes["download"][1] > call.notes["download"][0]
+
+
+def test_a_part_asks_at_most_the_sources_request_bytes():
+    """A source whose client splits longer requests and fetches ahead (the connector's part_size)
+    is asked at most that much per request; another, a piece (or a part) per request."""
+    for request, piece, most in ((PART // 4, PART, PART // 4), (0, PART // 2, PART // 2), (0, 4 * PART, PART)):
+        src, out = Fake(), bytearray(3 * PART)
+        src.request_bytes = request
+        _downloads.fill(src, memoryview(out), 0, piece, lambda n: None, None)
+        assert out == bytes(i % 251 for i in range(len(out)))
+        assert max(src.asked) == most, (request, piece, max(src.asked))
 
 
 def test_first_error_raised_once_no_part_writes():

@@ -27,7 +27,7 @@ def connector_fs(endpoint, reader=None, writes=False):
     endpoint); a reader's own constructor object, or its range injection finds no ranges. For
     `writes`, its client set as README.md ("Checkpoint to S3") tells users to bound its upload
     buffers: at most 4 Gbps (10 connections, 40 parts in memory) and 5 MiB parts; a reader's keeps
-    its defaults (8 MiB ranges: moto copies the whole object for each)."""
+    its defaults."""
     from s3torchconnector import S3ClientConfig
     from s3torchconnector._s3client import S3Client
     from s3torchconnector.dcp.s3_file_system import S3FileSystem

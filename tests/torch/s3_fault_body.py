@@ -113,19 +113,21 @@ def use(a, endpoint):
 def kill_when(a, pid, what):
     """Kills the server `pid` (SIGKILL) from inside the client's own calls: `what` "save", once
     the save has uploaded a part (s3fs: as the library's upload sends its second part; the connector: after its
-    S3Writer took two pieces, uploading in the background); "load", before the client's third
-    ranged read of a piece (two pieces have landed). Returns the undo."""
-    state = {"n": 0, "done": 0}
+    S3Writer took two pieces, uploading in the background); "load", before the client's first
+    ranged read past the table's first 32 MiB (two pieces; the library asks the connector for at
+    most its client's part_size at a time: python/uvmchunk/_streams.py) once those have landed.
+    Returns the undo."""
+    state = {"n": 0, "asked": 0, "done": 0}
     lock = threading.Lock()
 
-    def counted(stream):
-        """The connector's ranged stream, counted in state["done"] once its reader is done with it
-        (read to its end, or closed: the range reader stops once its buffer is full)."""
+    def counted(stream, nbytes):
+        """The connector's ranged stream, its bytes counted in state["done"] once its reader is done
+        with it (read to its end, or closed: the range reader stops once its buffer is full)."""
         try:
             yield from stream
         finally:
             with lock:
-                state["done"] += 1
+                state["done"] += nbytes
 
     def kill():
         os.kill(pid, signal.SIGKILL)
@@ -162,17 +164,20 @@ def kill_when(a, pid, what):
         if ranged < MIB:
             return orig(*args, **kw)
         with lock:
-            state["n"] += 1
-            n = state["n"]
-        if n == 3:
-            # the library reads a table's parts concurrently (python/uvmchunk/_downloads.py): the
-            # third waits until the first two have landed, so the kill comes after two pieces
-            # whatever the concurrency
+            before = state["asked"]
+            state["asked"] += ranged
+        if before >= 32 * MIB:
+            # the library reads a table's parts concurrently (python/uvmchunk/_downloads.py): a
+            # read past the first 32 MiB waits until those have landed, so the kill comes after
+            # two pieces whatever the concurrency and the size of a request
             deadline = time.monotonic() + 60
-            while state["done"] < 2 and time.monotonic() < deadline:
+            while state["done"] < 32 * MIB and time.monotonic() < deadline:
                 time.sleep(0.01)
-            kill()
-        return counted(orig(*args, **kw))
+            with lock:
+                if not state.get("killed"):
+                    state["killed"] = True
+                    kill()
+        return counted(orig(*args, **kw), ranged)
 
     setattr(cls, name, hooked)
     return lambda: setattr(cls, name, orig)

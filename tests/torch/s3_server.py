@@ -44,7 +44,9 @@ def start(log_path):
     (a pipe nobody reads would fill and stall the server): (process, endpoint URL, log file)."""
     port = free_port()
     log = open(log_path, "wb")
-    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+    # moto_main.py: moto.server with whole-object reads kept across a key's GETs (why: there)
+    main = os.path.join(os.path.dirname(os.path.abspath(__file__)), "moto_main.py")
+    proc = subprocess.Popen([sys.executable, main, "-H", "127.0.0.1", "-p", str(port)],
                             stdout=log, stderr=subprocess.STDOUT)
     return proc, f"http://127.0.0.1:{port}", log
 
