@@ -25,13 +25,13 @@ HUGE = 768 * MIB  # the large case: one run per client
 CLIENTS = {"s3fs": ("s3fs",), "connector": ("s3torchconnector",)}
 
 
-def s3_run(server, client, mode, size, name, load=True, bucket=None, raw_upload=False):
+def s3_run(server, client, mode, size, name, load=True, bucket=None, raw_upload=False, lib_env=None):
     env = {**CREDENTIALS, "AWS_ENDPOINT_URL": server}
     bucket = bucket or _bucket(server, f"uvmc-{client}")
     r = run_body("save_load", mode == "auto", "--endpoint", server, "--bucket", bucket,
                  "--name", name, "--client", client, "--size", str(size), *([] if load else ["--no-load"]),
                  *(["--raw-upload"] if raw_upload else []),
-                 script=BODY, lib_env=AUTO,
+                 script=BODY, lib_env={**AUTO, **(lib_env or {})},
                  extra_env=env, timeout=600)
     res = r.result
     loaded = (f", load +{res['load_peak_extra'] / MIB:.0f} MiB {res['load_s']:.2f} s"

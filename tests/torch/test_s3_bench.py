@@ -4,7 +4,8 @@ library through each client, beside the client's own fastest transfer of the sam
 pipe_file and cat_ranges, the connector's put_object and get_object; s3_body.raw_transfers). Figures
 printed, with their ratios; never asserted as times. UVMC_S3_BENCH=1: the full run (256 and 768
 MiB); otherwise a smoke of a few seconds (4 MiB) that asserts only bitwise equality and a memory
-bound with a wide margin. UVMC_S3_BENCH_RATE / UVMC_S3_BENCH_DELAY set the throttle."""
+bound with a wide margin. UVMC_S3_BENCH_RATE / UVMC_S3_BENCH_DELAY set the throttle,
+UVMC_S3_BENCH_CONCURRENCY the library's s3_concurrency (its default otherwise)."""
 import os
 
 import pytest
@@ -39,7 +40,9 @@ def test_bench(throttled, client):
     need(CLIENTS[client])
     for size in SIZES:
         _, stock = s3_run(throttled, client, "stock", size, f"bench-stock-{size // MIB}")
-        _, lib = s3_run(throttled, client, "auto", size, f"bench-lib-{size // MIB}", raw_upload=True)
+        conc = os.environ.get("UVMC_S3_BENCH_CONCURRENCY")
+        _, lib = s3_run(throttled, client, "auto", size, f"bench-lib-{size // MIB}", raw_upload=True,
+                        lib_env={"UVMCHUNK_S3_CONCURRENCY": conc} if conc else None)
         own = ("pipe_file", "cat_ranges") if client == "s3fs" else ("put_object", "get_object")
         line = [f"bench {client} {size // MIB} MiB:"]
         for side, raw, name in (("save", "raw_up_s", own[0]), ("load", "raw_s", own[1])):
