@@ -11,24 +11,21 @@ changes meanwhile would leave a CRC that does not match the bytes (``zipfile.tes
 and extra field, the data, the 16- or 24-byte data descriptor, and at the archive's end its
 central directory, which repeats the CRC. Only a record whose data lies in managed memory (a view)
 is checked: DCP's own copies and CPU tensors are written as stock writes them. Its CRC-32 is
-computed once more over exactly the bytes written: to a local file, from the pages just after each
-write and, where that differs from the CRC-32 torch.save recorded, read back from the file; to a
-store's stream, over a private copy of at most _COPY bytes at a time, which is what is written
-(the piece that store would copy inside ``write`` anyway: fsspec's buffer, the connector's
-``bytes``). Where the bytes written are not those torch.save's CRC-32 covered, the data
-descriptor and the central directory carry the CRC-32 of the bytes written, so the record is
-consistent (the values are the table's as it changed: stock's copy of a table written during its
-copy is no better), and the call's report and JSON record count the table as changed during the
-save (``changed_tensors``, uvmchunk._report). Cost: one more CRC-32 pass over each viewed table,
-on a store's stream also a copy of each _COPY piece; memory: that piece, and on a change a
-read-back buffer of _READ_BACK. A change undone before the check is not seen (the bytes written
-are then those recorded)."""
+computed once more over exactly the bytes written: a private copy of at most _COPY bytes at a
+time, which is what is written (to a store, the piece it would copy inside ``write`` anyway:
+fsspec's buffer, the connector's ``bytes``). A CRC-32 of the pages taken after a write directly
+from them is not enough: a table changed and changed back between the write and that pass (a
+writer alternating two patterns) left bytes in the file that neither CRC-32 covered
+(tests/torch/test_fuzz.py, changing_table, on PyTorch 2.8). Where the bytes written are not those
+torch.save's CRC-32 covered, the data descriptor and the central directory carry the CRC-32 of
+the bytes written, so the record is consistent (the values are the table's as it changed: stock's
+copy of a table written during its copy is no better), and the call's report and JSON record
+count the table as changed during the save (``changed_tensors``, uvmchunk._report). Cost: one
+more CRC-32 pass and a copy of each _COPY piece of each viewed table; memory: that piece."""
 from __future__ import annotations
 
 import contextlib
 import functools
-import mmap
-import os
 import struct
 import threading
 import zlib
@@ -41,7 +38,6 @@ _LOCAL_HEADER = b"PK\x03\x04"  # APPNOTE.TXT 4.3.7
 _DESCRIPTOR = b"PK\x07\x08"    # 4.3.9, with its optional signature (miniz writes it)
 _CENTRAL = b"PK\x01\x02"       # 4.3.12
 _END = b"PK\x05\x06"           # 4.3.16
-_READ_BACK = 1 << 20           # bytes per read when a record's CRC-32 is read back from a file
 _COPY = 1 << 20                # bytes per copy a viewed table's data is written to a store's stream in
 
 
@@ -55,27 +51,6 @@ def _managed(view: memoryview) -> bool:
     return runtime is not None and address is not None and runtime.is_managed(address)
 
 
-def _file_crc(fd: int, at: int, n: int) -> int:
-    """CRC-32 of bytes [at, at + n) of the file open as `fd` (write-only, as DCP opens it: read
-    through /proc/self/fd, which opens the same file again), in reads of at most _READ_BACK."""
-    rfd = os.open(f"/proc/self/fd/{fd}", os.O_RDONLY | os.O_CLOEXEC)
-    # an anonymous mapping, unmapped on return: a bytearray this size would stay in glibc's heap
-    # once its mmap threshold has grown past it (mallopt(3), M_MMAP_THRESHOLD)
-    buf = mmap.mmap(-1, max(1, min(n, _READ_BACK)))
-    try:
-        crc, done = 0, 0
-        while done < n:
-            got = os.preadv(rfd, [memoryview(buf)[:min(len(buf), n - done)]], at + done)
-            if got <= 0:
-                raise OSError(f"uvmchunk: the checkpoint file ends {n - done} bytes before its record's end")
-            crc = zlib.crc32(memoryview(buf)[:got], crc)
-            done += got
-        return crc
-    finally:
-        buf.close()
-        os.close(rfd)
-
-
 class RecordCheck:
     """A writable stream that passes every write to the one it wraps and keeps the CRC-32 of each
     torch.save record written from managed memory true to the bytes it wrote (module docstring);
@@ -83,13 +58,6 @@ class RecordCheck:
 
     def __init__(self, stream: Any, call: Optional[_accounting.Call]) -> None:
         self._stream, self._call = stream, call
-        self._fd: Optional[int] = None
-        try:
-            fd = stream.fileno()
-            import stat
-            self._fd = fd if stat.S_ISREG(os.fstat(fd).st_mode) else None
-        except Exception:  # noqa: BLE001  (io.UnsupportedOperation, AttributeError, a store's own error)
-            self._fd = None
         self._state = "idle"  # idle, tail (the header's name and extra field), data
         self._tail = 0        # bytes of the name and extra field still to pass
         self._name_len = 0
@@ -135,24 +103,16 @@ class RecordCheck:
 
     def _begin_data(self) -> None:
         self._state, self._n, self._crc, self._view = "data", 0, 0, None
-        self._at = self._stream.tell() if self._fd is not None else 0
 
     def _data(self, data: Any, view: memoryview) -> Any:
-        """One write of a record's data: as it is when not in managed memory; from a table's pages
-        to a local file, its CRC-32 taken after the write (read back from the file if the two
-        differ at the end); to a store's stream, a copy of at most _COPY bytes at a time, each
-        written and its CRC-32 taken, so the CRC-32 is that of exactly the bytes written."""
+        """One write of a record's data: as it is when not in managed memory; from a table's pages,
+        a copy of at most _COPY bytes at a time, each written and its CRC-32 taken, so the CRC-32
+        is that of exactly the bytes written."""
         if self._view is None:
             self._view = _managed(view)
         if not self._view:
             self._n += len(view)
             return self._stream.write(data)
-        if self._fd is not None:
-            n = self._stream.write(data)
-            n = len(view) if n is None else n
-            self._crc = zlib.crc32(view[:n], self._crc)
-            self._n += n
-            return n
         done = 0
         while done < len(view):
             piece = bytes(view[done:done + _COPY])  # immutable: a store that keeps it (an upload queue) may
@@ -178,11 +138,6 @@ class RecordCheck:
         if not self._view or self._crc == recorded:
             return view
         written = self._crc
-        if self._fd is not None:
-            self._stream.flush()  # a buffered file's bytes reach the file before they are read back
-            written = _file_crc(self._fd, self._at, self._n)
-        if written == recorded:
-            return view  # changed after its bytes were written: the record is what torch.save computed
         _accounting.add("changed_tensors", 1, self._call)
         self._patched[self._name] = (recorded, written)
         log("warn", f"a managed table ({self._n} bytes) changed during the save: its record holds the bytes "
