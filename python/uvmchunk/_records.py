@@ -38,7 +38,7 @@ _LOCAL_HEADER = b"PK\x03\x04"  # APPNOTE.TXT 4.3.7
 _DESCRIPTOR = b"PK\x07\x08"    # 4.3.9, with its optional signature (miniz writes it)
 _CENTRAL = b"PK\x01\x02"       # 4.3.12
 _END = b"PK\x05\x06"           # 4.3.16
-_COPY = 1 << 20                # bytes per copy a viewed table's data is written to a store's stream in
+_COPY = 1 << 20                # bytes per private copy a viewed table's data is written in
 
 
 def _managed(view: memoryview) -> bool:
