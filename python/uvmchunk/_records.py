@@ -137,13 +137,12 @@ class RecordCheck:
         recorded, = struct.unpack_from("<I", view, 4)
         if not self._view or self._crc == recorded:
             return view
-        written = self._crc
         _accounting.add("changed_tensors", 1, self._call)
-        self._patched[self._name] = (recorded, written)
+        self._patched[self._name] = (recorded, self._crc)
         log("warn", f"a managed table ({self._n} bytes) changed during the save: its record holds the bytes "
                     f"as they were written, with their CRC-32")
         out = bytearray(view)
-        struct.pack_into("<I", out, 4, written)
+        struct.pack_into("<I", out, 4, self._crc)
         return out
 
     def _central(self, view: memoryview) -> Any:
