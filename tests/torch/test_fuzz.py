@@ -369,6 +369,7 @@ def on_simulator_only(stock):
 
 
 MEMORY_LINES = ("peak host memory:", "host memory held after the example:")
+MEMORY_RERUNS = 3  # reruns of an example whose only differences are memory, all of which must show one
 
 
 def _run_both(workers, spec):
@@ -388,18 +389,24 @@ def check(workers, spec):
     stock_w, lib_w, _ = workers
     stock, lib = _run_both(workers, spec)
     diff = differences(stock, lib)
-    if diff and all(d.startswith(MEMORY_LINES) for d in diff):
+    seen = []
+    while diff and all(d.startswith(MEMORY_LINES) for d in diff) and len(seen) < MEMORY_RERUNS:
         # host memory is measured in long-lived workers, where a module's first import or a new
         # thread's malloc arena lands on whichever example first takes that path (CI saw +18.7 MiB
-        # kept once, not again on the same example): a memory difference counts when it recurs
+        # kept once, not again on the same example; and +21.7 MiB twice in a row after a
+        # self-containing state dict's 60 MiB of RecursionError frames, then not again): a memory
+        # difference counts when it recurs on every rerun
+        seen.append(diff)
         stock, lib = _run_both(workers, spec)
+        diff = differences(stock, lib)
     if on_simulator_only(stock):
         # stock needed a device kernel (a neg / conj view's .cpu() or copy_ into a CUDA target) that the
         # simulator cannot run: its outcome on hardware is unknown here, so the example decides nothing
         # (tests/torch/test_records.py holds those cases against a CPU reference instead)
         _undecided[0] += 1
         return None
-    diff = differences(stock, lib)
+    if seen and diff:
+        diff += [f"(the same kind on {len(seen)} earlier runs: " + "; ".join(d[0] for d in seen) + ")"]
     if "worker_lost" in lib:
         diff.append(f"library worker log: {lib_w.tail()}")
     assert not diff, "stock and the library differ on\n" + repr({k: v for k, v in spec.items() if k != "name"}) + \
