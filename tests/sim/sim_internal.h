@@ -183,9 +183,9 @@ void sim_device_work_locked(int delta);
 
 /* UVMSIM_KERNELS and UVMSIM_KERNELS_ALLOW, read once when the driver loads. */
 void sim_kernels_load(void);
-/* Launches that ran no device code (UVMSIM_KERNELS=noop), for the report and uvmsim_stat. */
-unsigned long long sim_kernels_skipped_total(void);
-unsigned long long sim_kernels_refused_total(void);
+/* Launches so far that ran no device code (UVMSIM_KERNELS=noop; refused = 0) or that were refused
+ * (refused = 1), for the report and uvmsim_stat. */
+unsigned long long sim_kernels_total(int refused);
 void sim_kernels_report(void);
 
 /* ------------------------------------------------------------------ copies (sim_copy.c) */

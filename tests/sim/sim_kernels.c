@@ -205,16 +205,9 @@ unsigned uvmsim_kernel_launch(const char *entry, const void *handle, const char 
     return r;
 }
 
-unsigned long long sim_kernels_skipped_total(void) {
+unsigned long long sim_kernels_total(int refused) {
     pthread_mutex_lock(&g_kmu);
-    unsigned long long n = g_skipped;
-    pthread_mutex_unlock(&g_kmu);
-    return n;
-}
-
-unsigned long long sim_kernels_refused_total(void) {
-    pthread_mutex_lock(&g_kmu);
-    unsigned long long n = g_refused;
+    unsigned long long n = refused ? g_refused : g_skipped;
     pthread_mutex_unlock(&g_kmu);
     return n;
 }

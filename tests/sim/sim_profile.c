@@ -86,9 +86,9 @@ unsigned long long uvmsim_stat(const char *key)
     if (!strcmp(key, "sticky_error"))
         return (unsigned long long)atomic_load(&sim_sticky);
     if (!strcmp(key, "kernels_skipped"))
-        return sim_kernels_skipped_total();
+        return sim_kernels_total(0);
     if (!strcmp(key, "kernels_refused"))
-        return sim_kernels_refused_total();
+        return sim_kernels_total(1);
     unsigned long long v = 0;
     pthread_mutex_lock(&sim_mu);
     if (!strcmp(key, "host_functions"))
