@@ -14,7 +14,8 @@ A spec (plain data, made by test_fuzz.py's strategies):
   entries  [{path, kind: tensor|value|same, ...}]: where each item sits in the (nested) state dict;
            a tensor is {base, offset, shape, form: plain|transposed|strided|neg|conj, param}; a
            value is {value}; same is {of: index of an earlier entry} (one object, two names)
-  ops      [{op: save|load, ...}] run in order; see run_save / run_load
+  ops      [{op: save|load|two_threads|changing|damage, ...}] run in order; see run_save, run_load,
+           run_two_threads, run_changing, run_damage (planner: default, zerocopy or renaming)
 The digest: per op its error (type names, CheckpointException's per-rank failures included), the
 checkpoint's files (bytes hashed; .metadata unpickled and compared as stock varies it), loaded
 values (bytes hashed), leftovers and the peak resident memory above the start.
@@ -242,6 +243,13 @@ def fsspec_fs(spec):
     return fsspec.filesystem(store)
 
 
+def store_path(spec):
+    """The example's location as its fsspec file system names it: absolute for file:// and
+    memory://, bucket/prefix for S3."""
+    path = location(spec).split("://", 1)[1].strip("/")
+    return ("/" + path) if spec["store"] in ("file", "memory") else path
+
+
 def list_files(spec):
     """{relative path: bytes} of everything under the example's location."""
     cid = location(spec)
@@ -254,15 +262,15 @@ def list_files(spec):
                 with open(p, "rb") as fh:
                     out[os.path.relpath(p, cid)] = fh.read()
         return out
-    path = cid.split("://", 1)[1].strip("/")
+    path = store_path(spec)
     out = {}
     try:
         fs.invalidate_cache()
-        names = fs.find(("/" + path) if spec["store"] == "memory" else path)
+        names = fs.find(path)
     except (FileNotFoundError, OSError):
         return out
     for p in names:
-        out[p.lstrip("/")[len(path):].lstrip("/")] = fs.cat_file(p)
+        out[p.lstrip("/")[len(path.lstrip("/")):].lstrip("/")] = fs.cat_file(p)
     return out
 
 
@@ -274,8 +282,7 @@ def remove(spec):
         shutil.rmtree(cid, ignore_errors=True)
         return
     try:
-        path = cid.split("://", 1)[1]
-        fs.rm(("/" + path) if spec["store"] == "memory" else path, recursive=True)
+        fs.rm(store_path(spec), recursive=True)
     except (FileNotFoundError, OSError):
         pass
 
@@ -412,6 +419,38 @@ def zero_copy(kind):
     return ZeroCopySavePlanner() if kind == "save" else ZeroCopyLoadPlanner()
 
 
+def _renamed(state_dict):
+    return {"r_" + str(k): v for k, v in state_dict.items()}
+
+
+def renaming(kind):
+    """A user's planner that names every top-level key anew ("r_" + key) before DCP flattens the
+    state dict, as the RenamePlanner examples in SavePlanner's and LoadPlanner's docstrings do
+    (torch/distributed/checkpoint/planner.py). Loading with it reads the renamed names; tensors load
+    in place, other values into the renamed copy (the target's own stay as they were, on stock too)."""
+    from torch.distributed.checkpoint import DefaultLoadPlanner, DefaultSavePlanner
+
+    class RenamingSave(DefaultSavePlanner):
+        def set_up_planner(self, state_dict, *args, **kwargs):
+            super().set_up_planner(_renamed(state_dict), *args, **kwargs)
+
+    class RenamingLoad(DefaultLoadPlanner):
+        def set_up_planner(self, state_dict, *args, **kwargs):
+            super().set_up_planner(_renamed(state_dict), *args, **kwargs)
+
+    return RenamingSave() if kind == "save" else RenamingLoad()
+
+
+def planner_for(op, kind):
+    """The planner an op names: default (None: DCP's own), zerocopy or renaming."""
+    name = op.get("planner")
+    if name == "zerocopy":
+        return zero_copy(kind)
+    if name == "renaming":
+        return renaming(kind)
+    return None
+
+
 def stager_for(kind):
     from torch.distributed.checkpoint.staging import DefaultStager, StagingOptions
     opts = StagingOptions(use_pinned_memory=False, use_shared_memory=False, use_async_staging=False,
@@ -431,7 +470,7 @@ def stager_for(kind):
 
 def run_save(spec, op, sd):
     kw = storage(spec, op.get("writer"), True)
-    planner = zero_copy("save") if op.get("planner") == "zerocopy" else None
+    planner = planner_for(op, "save")
     if op["api"] == "save":
         dcp.save(sd, planner=planner, **kw)
         return
@@ -520,11 +559,44 @@ def _tensors(obj, seen=None):
 
 def run_load(spec, op):
     target = build(spec, op["target"])
-    planner = zero_copy("load") if op.get("planner") == "zerocopy" else None
+    planner = planner_for(op, "load")
     dcp.load(target, planner=planner, **storage(spec, None, False))
     if any(t.is_cuda for t in _tensors(target)):
         torch.cuda.synchronize()
     return state_digest(target)
+
+
+def run_damage(spec, op):
+    """Harms the checkpoint's largest data file (ties: the first name) between a save and a load,
+    as a store or a person can: delete (the object gone), truncate (to half its length), flip
+    (16 bytes in its middle inverted: a record whose bytes no longer match its CRC-32)."""
+    files = {k: v for k, v in list_files(spec).items() if k != ".metadata"}
+    if not files:
+        return {"damaged": None}
+    name = max(sorted(files), key=lambda k: len(files[k]))
+    raw = files[name]
+    if op["how"] == "truncate":
+        new = raw[:len(raw) // 2]
+    elif op["how"] == "flip":
+        mid = len(raw) // 2
+        new = raw[:mid] + bytes(b ^ 0xFF for b in raw[mid:mid + 16]) + raw[mid + 16:]
+    else:
+        new = None
+    cid, fs = location(spec), fsspec_fs(spec)
+    if fs is None:
+        path = os.path.join(cid, name)
+        if new is None:
+            os.remove(path)
+        else:
+            with open(path, "wb") as f:
+                f.write(new)
+    else:
+        path = store_path(spec) + "/" + name
+        if new is None:
+            fs.rm(path)
+        else:
+            fs.pipe_file(path, new)
+    return {"damaged": name}
 
 
 def kernels_refused():
@@ -556,6 +628,8 @@ def run_example(spec):
                 res.update(run_two_threads(spec, op, sd))
             elif op["op"] == "changing":
                 res.update(run_changing(spec, op, sd))
+            elif op["op"] == "damage":
+                res.update(run_damage(spec, op))
             else:
                 res["values"] = run_load(spec, op)
         except (Exception, CheckpointException) as e:  # noqa: BLE001  (its type is the outcome compared)

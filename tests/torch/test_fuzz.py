@@ -171,6 +171,10 @@ VALUES = st.one_of(st.integers(-2**40, 2**40), st.floats(allow_nan=False), st.te
                    st.none(), st.lists(st.integers(0, 9), max_size=4), st.binary(max_size=8))
 
 
+# a user's renaming planner (fuzz_body.renaming) beside DCP's default and the library's zero-copy ones
+PLANNERS = ["default", "default", "zerocopy", "renaming"]
+
+
 def forms():
     out = ["plain", "plain", "transposed", "strided"]
     if "neg_conj_views" not in PENDING:
@@ -252,7 +256,7 @@ def state_specs(draw, stores):
 @st.composite
 def save_ops(draw, store):
     api = draw(st.sampled_from(["save", "save", "async"]))
-    op = {"op": "save", "api": api, "planner": draw(st.sampled_from(["default", "default", "zerocopy"]))}
+    op = {"op": "save", "api": api, "planner": draw(st.sampled_from(PLANNERS))}
     if store == "local" and draw(st.booleans()):
         op["writer"] = {"thread_count": draw(st.integers(1, 3)),
                         "per_thread_copy_ahead": draw(st.sampled_from([0, 16, 10_000_000])),
@@ -268,7 +272,13 @@ def save_ops(draw, store):
 def load_ops():
     return st.fixed_dictionaries({"op": st.just("load"),
                                   "target": st.sampled_from(["same", "same", "retype", "cpu", "managed"]),
-                                  "planner": st.sampled_from(["default", "default", "zerocopy"])})
+                                  "planner": st.sampled_from(PLANNERS)})
+
+
+def damage_ops():
+    """A data file harmed between a save and a load (fuzz_body.run_damage): the load must fail,
+    or read what is there, as stock's does."""
+    return st.fixed_dictionaries({"op": st.just("damage"), "how": st.sampled_from(["delete", "truncate", "flip"])})
 
 
 @st.composite
@@ -282,6 +292,9 @@ def op_lists(draw, store):
     if special and draw(st.integers(0, 9)) == 0:
         first = [draw(st.sampled_from(special))]
     rest = draw(st.lists(st.one_of(load_ops(), save_ops(store)), min_size=1, max_size=3))
+    if draw(st.integers(0, 5)) == 0:
+        # before the last op, and a load after it: what a damaged checkpoint loads as
+        rest = rest[:-1] + [draw(damage_ops())] + rest[-1:] + [draw(load_ops())]
     return first + rest
 
 
@@ -320,9 +333,9 @@ def differences(stock, lib):
     for i, (s, l) in enumerate(zip(stock["ops"], lib["ops"])):
         if s["op"] == "changing":
             racy = True
-        elif s["op"] != "load" and "error" not in s:
+        elif s["op"] not in ("load", "damage") and "error" not in s:
             racy = False
-        for key in ("error", "files", "values", "uploads_left", "side_error", "side_files", "consistent"):
+        for key in ("error", "files", "values", "uploads_left", "side_error", "side_files", "consistent", "damaged"):
             sv, lv = s.get(key), l.get(key)
             if racy and key == "values" and sv and lv:
                 # which pattern each item caught differs from run to run on stock itself: only
@@ -545,7 +558,7 @@ def test_search(workers):
     print(f"torch_fuzz: seed {seed} (UVMC_FUZZ_SEED={seed} reruns it), budget {budget:.0f} s, "
           f"stores local, file, memory{''.join(', ' + s for s in stores)}; PENDING {sorted(PENDING)}")
     t0, ran, rounds = time.monotonic(), [0], 0
-    counts = {}
+    counts, ops = {}, {}
 
     @settings(max_examples=ROUND, deadline=None, database=None, derandomize=False, print_blob=True,
               suppress_health_check=list(HealthCheck), phases=[hypothesis.Phase.generate, hypothesis.Phase.shrink])
@@ -556,10 +569,15 @@ def test_search(workers):
         hypothesis.assume(check(workers, spec) is not None)
         ran[0] += 1
         counts[spec["store"]] = counts.get(spec["store"], 0) + 1
+        for op in spec["ops"]:
+            kind = op["op"] + ("/" + op["planner"] if op.get("planner", "default") != "default" else "") + \
+                ("/" + op["how"] if "how" in op else "")
+            ops[kind] = ops.get(kind, 0) + 1
 
     while time.monotonic() - t0 < budget:
         hypothesis.seed(seed + rounds)(one)()
         rounds += 1
     print(f"torch_fuzz: {ran[0]} examples in {rounds} rounds, {time.monotonic() - t0:.0f} s "
-          f"(per store {counts}; worker seconds {_seconds}; {_undecided[0]} left undecided: stock needed a "
+          f"(per store {counts}; ops {dict(sorted(ops.items()))}; worker seconds {_seconds}; {_undecided[0]} left undecided: stock needed a "
           f"kernel the simulator cannot run); workers restarted: stock {workers[0].restarts}, library {workers[1].restarts}")
+
