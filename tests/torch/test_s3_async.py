@@ -15,10 +15,10 @@ SIZE = 256 * MIB
 LIB = {"UVMCHUNK_DCP_VIEWS": "on", "UVMCHUNK_ASYNC_MEMORY_BUDGET": "64MiB"}
 
 
-def run(server, with_lib, tmp, name, size=SIZE, client="s3fs"):
+def run(server, with_lib, tmp, name, size=SIZE, client="s3fs", lib_env=None):
     r = run_body(None, with_lib, "--endpoint", server, "--bucket", bucket(server, "uvmc-async"), "--name", name,
                  "--client", client, "--size", str(size), script=BODY,
-                 lib_env=dict(LIB, UVMCHUNK_ASYNC_SPILL_DIR=str(tmp)),
+                 lib_env=dict(LIB, UVMCHUNK_ASYNC_SPILL_DIR=str(tmp), **(lib_env or {})),
                  extra_env={**CREDENTIALS, "AWS_ENDPOINT_URL": server}, timeout=600)
     res = r.result
     print(f"{client} {'library' if with_lib else 'stock'} {size // MIB} MiB + 64 MiB dense: "
