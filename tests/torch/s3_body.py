@@ -27,11 +27,13 @@ def connector_fs(endpoint, reader=None, writes=False):
     endpoint); a reader's own constructor object, or its range injection finds no ranges. For
     `writes`, its client set as README.md ("Checkpoint to S3") tells users to bound its upload
     buffers: at most 4 Gbps (10 connections, 40 parts in memory) and 5 MiB parts; a reader's keeps
-    its defaults."""
+    its defaults, but for the part size UVMC_S3_BENCH_READER_PART_MIB names (test_s3_bench.py)."""
     from s3torchconnector import S3ClientConfig
     from s3torchconnector._s3client import S3Client
     from s3torchconnector.dcp.s3_file_system import S3FileSystem
-    bound = {"throughput_target_gbps": 4.0, "part_size": 5 << 20} if writes else {}
+    reader_part = os.environ.get("UVMC_S3_BENCH_READER_PART_MIB")
+    bound = ({"throughput_target_gbps": 4.0, "part_size": 5 << 20} if writes else
+             {"part_size": int(reader_part) << 20} if reader_part else {})
     config = S3ClientConfig(force_path_style=True, **bound)
     client = S3Client(REGION, endpoint=endpoint, s3client_config=config)
     return S3FileSystem(REGION, s3_client=client,

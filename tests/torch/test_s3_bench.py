@@ -7,7 +7,9 @@ budget 64 MiB) stock and under the library. Figures printed, with their ratios; 
 times. UVMC_S3_BENCH=1: the full run (256 and 768 MiB, async_save included); otherwise a smoke of
 a few seconds (4 MiB, no async_save) that asserts only bitwise equality and a memory bound with a
 wide margin. UVMC_S3_BENCH_RATE / UVMC_S3_BENCH_DELAY set the throttle,
-UVMC_S3_BENCH_CONCURRENCY the library's s3_concurrency (its default otherwise)."""
+UVMC_S3_BENCH_CONCURRENCY the library's s3_concurrency (its default otherwise),
+UVMC_S3_BENCH_READER_PART_MIB the part size of the connector's reading client (stock's, the
+library's and its own get_object alike; its 8 MiB otherwise)."""
 import os
 
 import pytest
