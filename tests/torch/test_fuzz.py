@@ -580,4 +580,3 @@ def test_search(workers):
     print(f"torch_fuzz: {ran[0]} examples in {rounds} rounds, {time.monotonic() - t0:.0f} s "
           f"(per store {counts}; ops {dict(sorted(ops.items()))}; worker seconds {_seconds}; {_undecided[0]} left undecided: stock needed a "
           f"kernel the simulator cannot run); workers restarted: stock {workers[0].restarts}, library {workers[1].restarts}")
-
