@@ -6,8 +6,9 @@ piece (s3torchconnector's range-based reader), so it moves at one connection's s
 each connection at about 85-90 MB/s and gets its throughput from concurrent requests (AWS S3 user
 guide, "Performance guidelines for Amazon S3": "use byte-range fetches ... aligned to part
 boundaries"). Here a run of at least two parts is cut at multiples of ``s3_part_size`` of the
-file's offsets (the boundaries of the parts uvmchunk._uploads sends) and at most ``s3_concurrency``
-parts are read at once, each through ``Source.part_source`` (a request of its own, pinned to the
+file's offsets (the boundaries of the parts uvmchunk._uploads sends; for the connector, of its
+client's part size, the most it asks for in one request) and at most ``s3_concurrency`` parts are
+read at once, each through ``Source.part_source`` (a request of its own, pinned to the
 object version the load reads: uvmchunk._versions). Host memory: what each client holds of a part
 in flight (aiohttp's buffer of a body; the connector's part buffers), nothing of the table."""
 from __future__ import annotations
@@ -43,7 +44,14 @@ def fill(src: Source, out: memoryview, at: int, piece: int, placed: Callable[[in
     more. Returns only once no request writes into `out` any more; a failed part's error is raised
     (the earliest part's), and parts not yet started then send nothing."""
     n, part = settings() if src.concurrent else (1, 0)  # a local file reads no configuration here
-    if n < 2 or len(out) < 2 * part:
+    # the connector's client asks for at most its part size per request (request_bytes): the run
+    # is cut at the file's multiples of that, each piece one request handed to the next free
+    # connection, as its own get_object schedules its part GETs (aws-c-s3
+    # source/s3_auto_ranged_get.c). Cut at s3_part_size instead, a 256 MiB run had 16 parts, so
+    # no more connections than that whatever s3_concurrency said, and a larger run went in waves
+    # of whole parts, the last wave's connections partly idle (docs/s3.md, "Speed")
+    unit = src.request_bytes or part
+    if n < 2 or len(out) < 2 * unit:
         src.fill(out, at, piece, placed)
         return
     lock = threading.Lock()
@@ -60,7 +68,7 @@ def fill(src: Source, out: memoryview, at: int, piece: int, placed: Callable[[in
         t0 = time.monotonic()
         try:
             with src.part_source() as s:
-                s.fill(out[off:off + size], at + off, min(piece, part, src.request_bytes or piece), counted)
+                s.fill(out[off:off + size], at + off, min(piece, unit), counted)
         except BaseException:
             failed.set()
             raise
@@ -68,7 +76,7 @@ def fill(src: Source, out: memoryview, at: int, piece: int, placed: Callable[[in
             _INFLIGHT.end(call)
             _accounting.span("download", t0, time.monotonic(), call)
 
-    parts = ranges(at, len(out), part)
+    parts = ranges(at, len(out), unit)
     pool = cf.ThreadPoolExecutor(max_workers=min(n, len(parts)), thread_name_prefix="uvmchunk-get")
     try:
         futures = [pool.submit(one, off, size) for off, size in parts]

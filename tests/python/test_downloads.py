@@ -28,6 +28,7 @@ class Fake(Source):
         self.threads, self.lock, self.inflight, self.most = set(), threading.Lock(), 0, 0
         self.writes_after = []  # (time of the write) of each piece placed
         self.asked = []  # bytes asked for by each readinto
+        self.starts = []  # the offset of each readinto
 
     def readinto(self, view, at):
         with self.lock:
@@ -35,6 +36,7 @@ class Fake(Source):
             self.inflight += 1
             self.most = max(self.most, self.inflight)
             self.asked.append(len(view))
+            self.starts.append(at)
         try:
             if at == self.fail_at:
                 raise OSError("part refused")
@@ -84,6 +86,20 @@ def test_a_part_asks_at_most_the_sources_request_bytes():
         _downloads.fill(src, memoryview(out), 0, piece, lambda n: None, None)
         assert out == bytes(i % 251 for i in range(len(out)))
         assert max(src.asked) == most, (request, piece, max(src.asked))
+
+
+def test_request_bytes_cut_the_run_for_the_next_free_connection():
+    """A source with request_bytes (the connector's part size) has its run cut at the file's
+    multiples of that, each one request, so a run of a part has as many in flight as a longer one
+    (cut at the part, a run of 4 parts with 8 connections had 4 and a run of one part read in order)."""
+    request = PART // 8
+    for size in (PART, 4 * PART):
+        src, out = Fake(), bytearray(size)
+        src.request_bytes = request
+        _downloads.fill(src, memoryview(out), 5, 1 << 30, lambda n: None, None)
+        assert out == bytes((5 + i) % 251 for i in range(len(out)))
+        assert all(at % request == 0 for at in src.starts[1:]) and len(src.starts) == size // request + 1, src.starts
+        assert src.most == 4, (size, src.most)  # settings(): 4 at most
 
 
 def test_first_error_raised_once_no_part_writes():
