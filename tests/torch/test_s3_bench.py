@@ -9,7 +9,9 @@ a few seconds (4 MiB, no async_save) that asserts only bitwise equality and a me
 wide margin. UVMC_S3_BENCH_RATE / UVMC_S3_BENCH_DELAY set the throttle,
 UVMC_S3_BENCH_CONCURRENCY the library's s3_concurrency (its default otherwise),
 UVMC_S3_BENCH_READER_PART_MIB the part size of the connector's reading client (stock's, the
-library's and its own get_object alike; its 8 MiB otherwise)."""
+library's and its own get_object alike; its 8 MiB otherwise), UVMC_S3_BENCH_REPEAT how many times
+the library's load and the client's own download run, one after the other (the median printed, each
+run's seconds beside it: the client's own download varied by 30% from run to run here)."""
 import os
 
 import pytest
@@ -55,6 +57,9 @@ def test_bench(throttled, client, tmp_path):
             ours, theirs, st = lib[f"{side}_s"], lib[raw], stock[f"{side}_s"]
             line.append(f"{side} stock {st:.2f} s, library {ours:.2f} s (+{lib[f'{side}_peak_extra'] / MIB:.0f} MiB), "
                         f"{name} {theirs:.2f} s: {ours / theirs:.2f}x own, {ours / st:.2f}x stock;")
+        if len(lib["load_all"]) > 1:
+            line.append(f"load runs: library {', '.join(f'{x:.2f}' for x in lib['load_all'])} s, "
+                        f"{own[1]} {', '.join(f'{x:.2f}' for x in lib['raw_all'])} s;")
         print(" ".join(line))
         assert lib["equal"] and stock["equal"], (stock, lib)
         # wide: a bound on what the library's save and load hold, not a figure to reach
