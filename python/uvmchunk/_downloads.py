@@ -7,7 +7,7 @@ each connection at about 85-90 MB/s and gets its throughput from concurrent requ
 guide, "Performance guidelines for Amazon S3": "use byte-range fetches ... aligned to part
 boundaries"). Here a run of at least two parts is cut at multiples of ``s3_part_size`` of the
 file's offsets (the boundaries of the parts uvmchunk._uploads sends; for the connector, of its
-client's part size, the most it asks for in one request) and at most ``s3_concurrency`` parts are
+client's part size, the most it asks for in one request, where that is smaller) and at most ``s3_concurrency`` parts are
 read at once, each through ``Source.part_source`` (a request of its own, pinned to the
 object version the load reads: uvmchunk._versions). Host memory: what each client holds of a part
 in flight (aiohttp's buffer of a body; the connector's part buffers), nothing of the table."""
@@ -45,12 +45,13 @@ def fill(src: Source, out: memoryview, at: int, piece: int, placed: Callable[[in
     (the earliest part's), and parts not yet started then send nothing."""
     n, part = settings() if src.concurrent else (1, 0)  # a local file reads no configuration here
     # the connector's client asks for at most its part size per request (request_bytes): the run
-    # is cut at the file's multiples of that, each piece one request handed to the next free
+    # is cut at the file's multiples of that, each piece a request handed to the next free
     # connection, as its own get_object schedules its part GETs (aws-c-s3
-    # source/s3_auto_ranged_get.c). Cut at s3_part_size instead, a 256 MiB run had 16 parts, so
-    # no more connections than that whatever s3_concurrency said, and a larger run went in waves
-    # of whole parts, the last wave's connections partly idle (docs/s3.md, "Speed")
-    unit = src.request_bytes or part
+    # source/s3_auto_ranged_get.c); never above s3_part_size, which bounds what one connection
+    # holds. Cut at s3_part_size instead, a 256 MiB run had 16 parts, so no more connections than
+    # that whatever s3_concurrency said, and a 768 MiB run 48, as many waves for 20 connections as
+    # for 16 (docs/s3.md, "Speed")
+    unit = min(src.request_bytes, part) if src.request_bytes else part
     if n < 2 or len(out) < 2 * unit:
         src.fill(out, at, piece, placed)
         return

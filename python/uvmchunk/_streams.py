@@ -172,7 +172,8 @@ class Source:
 
     dcp_stream: Any = None
     concurrent = False  # part_source gives sources other threads may read at once (uvmchunk._downloads)
-    request_bytes = 0  # the most a concurrent part asks for in one request (0: a piece)
+    # the most a request asks for, and where uvmchunk._downloads cuts a run (0: s3_part_size)
+    request_bytes = 0
 
     def readinto(self, view: memoryview, at: int) -> int:
         raise NotImplementedError

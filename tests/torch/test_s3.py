@@ -131,17 +131,17 @@ def test_store_fault_raises_the_clients_error():
 def test_report_names_the_store(server, tmp_path):
     """The per-checkpoint line and record (python/uvmchunk/_report.py) name the store and the
     client: "; to s3://BUCKET/NAME (s3fs)" on a save through checkpoint_id="s3://...", "(s3torchconnector)"
-    through S3StorageWriter / S3StorageReader, "from" on a load; a 20 MiB table each, parts of 5 MiB
-    (s3_part_size; the connector's reader asks for 8 MiB, its client's part size), one run per
-    client. A save through s3fs also says its upload's connections and rate ("(s3fs, 4 connections,
-    20 MiB at 17.4 MiB/s)"), its bytes those of the stored objects; a load through either client its
-    concurrent ranged GETs' (python/uvmchunk/_downloads.py), their bytes the table's."""
+    through S3StorageWriter / S3StorageReader, "from" on a load; a 12 MiB table each, parts of 5 MiB
+    (s3_part_size), one run per client. A save through s3fs also says its upload's connections and
+    rate ("(s3fs, 3 connections, 12 MiB at 17.4 MiB/s)"), its bytes those of the stored objects; a
+    load through either client its concurrent ranged GETs' (python/uvmchunk/_downloads.py), their
+    bytes the table's."""
     for client, name in (("s3fs", "s3fs"), ("connector", "s3torchconnector")):
         _need(CLIENTS[client])
         report = tmp_path / f"{client}.jsonl"
         b = _bucket(server, f"uvmc-report-{client}")
         r = run_body("save_load", True, "--endpoint", server, "--bucket", b, "--name", "named", "--client", client,
-                     "--size", str(20 * MIB), script=BODY,
+                     "--size", str(12 * MIB), script=BODY,
                      lib_env=dict(AUTO, UVMCHUNK_REPORT=str(report), UVMCHUNK_S3_PART_SIZE="5MiB"),
                      extra_env={**CREDENTIALS, "AWS_ENDPOINT_URL": server}, timeout=600)
         assert r.result["equal"], r.describe()
@@ -158,8 +158,8 @@ def test_report_names_the_store(server, tmp_path):
             stored = sum(fs.size(p) for p in fs.ls(f"{b}/named") if p.endswith(".distcp"))
             assert table[0]["upload_bytes"] == stored and table[0]["upload_connections"] >= 1, table[0]
             assert table[0]["upload_seconds"] > 0, table[0]
-        # either client's load reads the table's 20 MiB as concurrent ranged GETs of the parts
-        assert table[1]["download_bytes"] == 20 * MIB and table[1]["download_connections"] >= 1, table[1]
+        # either client's load reads the table's 12 MiB as concurrent ranged GETs of the parts
+        assert table[1]["download_bytes"] == 12 * MIB and table[1]["download_connections"] >= 1, table[1]
         assert table[1]["download_seconds"] > 0, table[1]
         for (call, way), rec in zip((("dcp.save", "to"), ("dcp.load", "from")), table):
             how = name
