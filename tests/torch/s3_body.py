@@ -111,19 +111,18 @@ def body_save_load(a):
     if a.no_load:
         result(table_bytes=a.size, largest_write=largest, save_peak_extra=save_peak, save_s=save_s)
         return
-    # UVMC_S3_BENCH_REPEAT (test_s3_bench.py): loads, each followed by the client's own download,
-    # that many times; the median seconds and the largest memory are given
+    # --repeat (test_s3_bench.py): loads, each followed by the client's own download, that many
+    # times; the median seconds and the largest memory are given, the raw upload timed after the last
     peaks, loads, raws, equal, raw_up_s = [], [], [], True, None
-    for i in range(int(os.environ.get("UVMC_S3_BENCH_REPEAT", "1"))):
+    for i in range(a.repeat):
         back = cuda_from(torch.zeros(a.size // ROW, ROW, dtype=torch.uint8), managed=True)
         peak, s = measured(lambda: dcp.load({"t": back}, **storage(a, False)))
         peaks.append(peak)
         loads.append(s)
         equal = equal and torch.equal(back.cpu().view(-1), pattern(a.size, 11))
         del back
-        raw, up = raw_transfers(a, upload=a.raw_upload and i == 0)
+        raw, raw_up_s = raw_transfers(a, upload=a.raw_upload and i == a.repeat - 1)
         raws.append(raw)
-        raw_up_s = up if i == 0 else raw_up_s
     load_peak, load_s, raw_s = max(peaks), statistics.median(loads), statistics.median(raws)
     result(equal=equal, table_bytes=a.size, largest_write=largest, save_peak_extra=save_peak, save_s=save_s,
            load_peak_extra=load_peak, load_s=load_s, raw_s=raw_s, raw_up_s=raw_up_s, load_all=loads, raw_all=raws)
@@ -192,6 +191,7 @@ def main():
                    help="the connector's S3StorageReader's reader_constructor (S3ReaderConstructor)")
     p.add_argument("--no-load", action="store_true", help="save only")
     p.add_argument("--raw-upload", action="store_true", help="also time the client's own upload of the data")
+    p.add_argument("--repeat", type=int, default=1, help="loads, each followed by the client's own download")
     a = p.parse_args()
     os.environ["AWS_ENDPOINT_URL"] = a.endpoint
     globals()["body_" + a.body](a)

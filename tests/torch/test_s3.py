@@ -25,12 +25,12 @@ HUGE = 768 * MIB  # the large case: one run per client
 CLIENTS = {"s3fs": ("s3fs",), "connector": ("s3torchconnector",)}
 
 
-def s3_run(server, client, mode, size, name, load=True, bucket=None, raw_upload=False, lib_env=None):
+def s3_run(server, client, mode, size, name, load=True, bucket=None, raw_upload=False, lib_env=None, repeat=1):
     env = {**CREDENTIALS, "AWS_ENDPOINT_URL": server}
     bucket = bucket or _bucket(server, f"uvmc-{client}")
     r = run_body("save_load", mode == "auto", "--endpoint", server, "--bucket", bucket,
                  "--name", name, "--client", client, "--size", str(size), *([] if load else ["--no-load"]),
-                 *(["--raw-upload"] if raw_upload else []),
+                 *(["--raw-upload"] if raw_upload else []), "--repeat", str(repeat),
                  script=BODY, lib_env={**AUTO, **(lib_env or {})},
                  extra_env=env, timeout=600)
     res = r.result
