@@ -7,10 +7,11 @@ each connection at about 85-90 MB/s and gets its throughput from concurrent requ
 guide, "Performance guidelines for Amazon S3": "use byte-range fetches ... aligned to part
 boundaries"). Here a run of at least two parts is cut at multiples of ``s3_part_size`` of the
 file's offsets (the boundaries of the parts uvmchunk._uploads sends; for the connector, of its
-client's part size, the most it asks for in one request, where that is smaller) and at most ``s3_concurrency`` parts are
-read at once, each through ``Source.part_source`` (a request of its own, pinned to the
-object version the load reads: uvmchunk._versions). Host memory: what each client holds of a part
-in flight (aiohttp's buffer of a body; the connector's part buffers), nothing of the table."""
+client's part size, the most it asks for in one request, where that is smaller) and at most
+``s3_concurrency`` parts are read at once, each through ``Source.part_source`` (a request of its
+own, pinned to the object version the load reads: uvmchunk._versions). Host memory: what each
+client holds of a part in flight (aiohttp's buffer of a body; the connector's part buffers),
+nothing of the table."""
 from __future__ import annotations
 
 import concurrent.futures as cf

@@ -92,8 +92,8 @@ def test_a_part_asks_at_most_the_sources_request_bytes():
 
 def test_request_bytes_cut_the_run_for_the_next_free_connection():
     """A source with request_bytes (the connector's part size) has its run cut at the file's
-    multiples of that, each one request, so a run of a part has as many in flight as a longer one
-    (cut at the part, a run of 4 parts with 8 connections had 4 and a run of one part read in order)."""
+    multiples of that, each one request, so a run of one part is read on as many connections as a
+    longer one (cut at the part, it was read in order on one)."""
     request = PART // 8
     for size in (PART, 4 * PART):
         src, out = Fake(), bytearray(size)
